@@ -1,0 +1,92 @@
+# cave: one non-recursive Makefile. Programs come from filters/, cave/ and
+# sandbox/ (one .c each, linked against libcave); lib/ is libcave; unit tests
+# are tests/unit/test_*.c. New files are picked up by wildcard.
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR = $(PREFIX)/bin
+DATADIR = $(PREFIX)/share/cave
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+WARN = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+       -Wformat=2 -Wno-format-nonliteral -Wpointer-arith -Wvla -Wundef
+CPPFLAGS += -D_GNU_SOURCE -Ilib -Ibuild/gen
+ALL_CFLAGS = -std=c17 $(WARN) $(CFLAGS) -MMD -MP
+LDLIBS = -lcurl -ljq -lonig -lyaml -lcrypto -lseccomp -lm
+
+LIB_SRC = $(sort $(wildcard lib/*.c))
+LIB_OBJ = $(LIB_SRC:%.c=build/%.o)
+PROG_SRC = $(sort $(wildcard filters/*.c cave/*.c sandbox/*.c))
+PROGS = $(patsubst %.c,bin/%,$(notdir $(PROG_SRC)))
+UNIT_SRC = $(sort $(wildcard tests/unit/test_*.c))
+UNITS = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
+FUZZ_SRC = $(sort $(wildcard tests/fuzz/fuzz_*.c))
+
+all: $(PROGS) $(UNITS)
+
+build/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+build/libcave.a: $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+define prog_rule
+bin/$(notdir $(basename $(1))): build/$(basename $(1)).o build/libcave.a
+	@mkdir -p bin
+	$$(CC) $$(ALL_CFLAGS) $$(LDFLAGS) -o $$@ $$< build/libcave.a $$(LDLIBS)
+endef
+$(foreach s,$(PROG_SRC),$(eval $(call prog_rule,$(s))))
+
+build/tests/%: build/tests/unit/%.o build/libcave.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< build/libcave.a $(LDLIBS)
+
+deps:
+	@scripts/deps
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@tests/run
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/demo
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@tests/bench/run
+
+# The whole suite again, built with AddressSanitizer and UBSan.
+sanitize: deps
+	@$(MAKE) --no-print-directory clean
+	@$(MAKE) --no-print-directory all CC=clang \
+	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  LDFLAGS="-fsanitize=address,undefined"
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run
+	@$(MAKE) --no-print-directory clean
+
+# Warnings are errors, and the banned functions stay out.
+lint: deps
+	@scripts/lint
+	@$(MAKE) --no-print-directory clean
+	@$(MAKE) --no-print-directory all CFLAGS="-O2 -g -Werror"
+	@$(MAKE) --no-print-directory all CC=clang CFLAGS="-O2 -g -Werror"
+
+# Fuzz targets (libFuzzer, clang): make fuzz FUZZ_SECONDS=60
+FUZZ_SECONDS ?= 20
+fuzz: deps
+	@scripts/fuzz $(FUZZ_SECONDS) $(FUZZ_SRC)
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/catalog $(DESTDIR)$(DATADIR)/fixtures $(DESTDIR)$(DATADIR)/schemas
+	install -m 755 $(PROGS) $(DESTDIR)$(BINDIR)
+	install -m 644 catalog/*.yaml $(DESTDIR)$(DATADIR)/catalog
+	cp -R fixtures/. $(DESTDIR)$(DATADIR)/fixtures
+	install -m 644 schemas/*.json $(DESTDIR)$(DATADIR)/schemas
+
+clean:
+	rm -rf build bin
+
+.PHONY: all deps test demo bench sanitize lint fuzz install clean
+-include $(LIB_OBJ:.o=.d) $(PROG_SRC:%.c=build/%.d) $(UNIT_SRC:%.c=build/%.d)
