@@ -10,7 +10,7 @@ CC ?= cc
 CFLAGS ?= -O2 -g
 WARN = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
        -Wformat=2 -Wno-format-nonliteral -Wpointer-arith -Wvla -Wundef
-CPPFLAGS += -D_GNU_SOURCE -Ilib -Ibuild/gen
+CPPFLAGS += -D_GNU_SOURCE -iquote lib
 ALL_CFLAGS = -std=c17 $(WARN) $(CFLAGS) -MMD -MP
 LDLIBS = -lcurl -ljq -lonig -lyaml -lcrypto -lseccomp -lm
 

@@ -31,7 +31,8 @@ struct cave_model {
 	const char *provider; /* "anthropic" */
 	const char *name;     /* "claude-haiku-4-5" */
 	const char *api;      /* default wire protocol: "anthropic-messages",
-	                         "openai-responses", "openai-chat", "gemini" */
+	                         "openai-responses", "openai-chat", "gemini",
+	                         "openai-embeddings" (priced, not called) */
 	struct cave_rates rates;
 	bool priced;          /* input and output rates are both known */
 	int64_t context_window, max_output; /* 0 when unknown */
@@ -71,7 +72,8 @@ size_t cave_catalog_count(const struct cave_catalog *c);
 const struct cave_model *cave_catalog_at(const struct cave_catalog *c, size_t i);
 
 /* Finds a model by provider and name or alias. provider "fixture" with a
- * name "P/M" finds P/M (a fixture prices as the model it impersonates).
+ * name "P/M" finds P/M (a fixture prices as the model it impersonates);
+ * provider "gemini" is read as "google".
  * NULL when the catalog does not know it. */
 const struct cave_model *cave_catalog_find(const struct cave_catalog *c,
 					   const char *provider, const char *name);
