@@ -46,21 +46,21 @@ deps:
 	@scripts/deps
 
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) -s --no-print-directory all
 	@tests/run
 
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) -s --no-print-directory all
 	@scripts/demo
 
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) -s --no-print-directory all
 	@tests/bench/run
 
 # The whole suite again, built with AddressSanitizer and UBSan.
 sanitize: deps
 	@$(MAKE) --no-print-directory clean
-	@$(MAKE) --no-print-directory all CC=clang \
+	@$(MAKE) -s --no-print-directory all CC=clang \
 	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  LDFLAGS="-fsanitize=address,undefined"
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run
@@ -70,8 +70,8 @@ sanitize: deps
 lint: deps
 	@scripts/lint
 	@$(MAKE) --no-print-directory clean
-	@$(MAKE) --no-print-directory all CFLAGS="-O2 -g -Werror"
-	@$(MAKE) --no-print-directory all CC=clang CFLAGS="-O2 -g -Werror"
+	@$(MAKE) -s --no-print-directory all CFLAGS="-O2 -g -Werror"
+	@$(MAKE) -s --no-print-directory all CC=clang CFLAGS="-O2 -g -Werror"
 
 # Fuzz targets (libFuzzer, clang): make fuzz FUZZ_SECONDS=60
 FUZZ_SECONDS ?= 20
