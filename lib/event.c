@@ -61,9 +61,12 @@ jv cave_event_parse(const char *line, size_t len, const char *where, cave_err *e
 	jv v = jv_parse_sized(line, (int)(len > (size_t)INT32_MAX ? INT32_MAX : len));
 	if (!jv_is_valid(v)) {
 		jv m = jv_invalid_get_msg(v);
-		cave_errf(e, "bad_event", "%s: %s", where,
-			  jv_get_kind(m) == JV_KIND_STRING ? jv_string_value(m)
-							   : "not JSON");
+		const char *s = jv_get_kind(m) == JV_KIND_STRING ? jv_string_value(m) : "not JSON";
+		/* jq quotes the input after "(while parsing": content stays out
+		 * of messages */
+		const char *cut = strstr(s, " (while parsing");
+		cave_errf(e, "bad_event", "%s: %.*s", where,
+			  (int)(cut ? (size_t)(cut - s) : strlen(s)), s);
 		jv_free(m);
 		return jv_invalid();
 	}

@@ -10,7 +10,7 @@ root = os.environ.get("CAVE_ROOT", os.path.join(os.path.dirname(__file__), "..")
 schema_path = os.environ.get("CAVE_RECEIPT_SCHEMA") or os.path.join(
     root, "..", "shared", "reference", "caveman", "schemas", "agent-run-receipt.schema.json")
 if not os.path.exists(schema_path):
-    schema_path = os.path.join(root, "schemas", "agent-run-receipt.schema.json")
+    schema_path = os.path.join(root, "schemas", "receipt.schema.json")
 schema = json.load(open(schema_path))
 validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
 
