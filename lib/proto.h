@@ -18,15 +18,30 @@
  *   reasoning              null | "low" | "medium" | "high" (optional)
  *   stream                 bool (default true)
  *
+ *   Opaque reasoning blocks a response gave back (below) may be passed
+ *   in an assistant message unchanged: the protocol that made them sends
+ *   them back, the others drop them.
+ *
  * The neutral result (cave_acc_result):
- *   {content:[BLOCK...] (text and tool_use blocks as above),
+ *   {content:[BLOCK...] (text and tool_use blocks as above, in order;
+ *             reasoning text is never a text block. Two more kinds exist
+ *             only to be sent back, never to be shown or priced:
+ *             {type:"thinking", thinking, signature} and
+ *             {type:"redacted_thinking", data} (Anthropic, which refuses a
+ *             tool round with thinking on without them), and a tool_use
+ *             may carry "signature" (Gemini's thoughtSignature). Gemini
+ *             calls without an id get "gemini_call_N", N counting the
+ *             response's calls from 0),
  *    stop_reason: "end_turn"|"tool_use"|"max_tokens"|"stop_sequence"|
- *                 "refusal"|"other",
+ *                 "refusal"|"other", or null until the provider said,
  *    provider_stop_reason: the provider's own word (string or null),
  *    response_id: string or null,
  *    usage: {input, cache_read, cache_write, cache_write_1h, output,
  *            reasoning (null when not reported)} or null,
  *    usage_basis: "provider_reported" | "unavailable"}
+ *   usage is given only for a complete response: the counts of a stream
+ *   cut short or failed are not final (they would under-report), so they
+ *   are null and "unavailable", never zeros.
  */
 #ifndef CAVE_PROTO_H
 #define CAVE_PROTO_H
@@ -64,7 +79,7 @@ struct cave_http_req {
 };
 void cave_http_req_free(struct cave_http_req *r);
 
-/* Builds the request. base is the provider's base URL as the official SDKs
+/* Builds the request from req (borrowed). base is the provider's base URL as the official SDKs
  * take it (ANTHROPIC_BASE_URL without /v1, OPENAI_BASE_URL with /v1,
  * GOOGLE_GEMINI_BASE_URL without the version), or NULL for the public
  * default. -1 with e set (code "bad_request") when req lacks what the
@@ -99,6 +114,12 @@ bool cave_acc_complete(const struct cave_acc *acc);
  * "unavailable" when the provider never reported it. */
 jv cave_acc_result(const struct cave_acc *acc);
 
+/* The usage the provider reported so far, complete or not (a new jv:
+ * the neutral usage object, or null when none came). For a response cut
+ * short it is a lower bound (Anthropic's message_start output count is a
+ * placeholder); cave_acc_result gives it only once the response is whole. */
+jv cave_acc_usage_so_far(const struct cave_acc *acc);
+
 /* The provider's error body of a failed HTTP status, in one line: the
  * message the provider put in it, else the start of the body. */
 void cave_proto_error_message(enum cave_api a, const char *body, size_t len,
@@ -109,7 +130,11 @@ void cave_proto_error_message(enum cave_api a, const char *body, size_t len,
  * tokens, Gemini thoughts sit outside candidates, and Anthropic
  * message_delta usage is cumulative. */
 int cave_usage_from_provider(enum cave_api a, jv raw, struct cave_usage *u);
-/* The neutral usage object (as in the result above) to and from the struct. */
+/* The neutral usage object (as in the result above) to and from the struct.
+ * to_jv gives null when u is not available. from_jv borrows usage: null is
+ * 0 with available false; -1 (available false) when it is not a whole
+ * usage object. from_provider is -1 when raw lacks the counts the protocol
+ * always reports, or a count is not a non-negative integer. */
 jv cave_usage_to_jv(const struct cave_usage *u);
 int cave_usage_from_jv(jv usage, struct cave_usage *u);
 
