@@ -79,11 +79,12 @@ fuzz: deps
 	@scripts/fuzz $(FUZZ_SECONDS) $(FUZZ_SRC)
 
 install: all
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/catalog $(DESTDIR)$(DATADIR)/fixtures $(DESTDIR)$(DATADIR)/schemas
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/catalog $(DESTDIR)$(DATADIR)/fixtures $(DESTDIR)$(DATADIR)/schemas $(DESTDIR)$(DATADIR)/sandbox
 	install -m 755 $(PROGS) $(DESTDIR)$(BINDIR)
 	install -m 644 catalog/*.yaml $(DESTDIR)$(DATADIR)/catalog
 	cp -R fixtures/. $(DESTDIR)$(DATADIR)/fixtures
 	install -m 644 schemas/*.json $(DESTDIR)$(DATADIR)/schemas
+	install -m 644 sandbox/*.policy $(DESTDIR)$(DATADIR)/sandbox
 
 clean:
 	rm -rf build bin

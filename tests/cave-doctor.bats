@@ -1,0 +1,42 @@
+#!/usr/bin/env bats
+# cave-doctor: reports what the kernel offers and what required mode does.
+
+load test_helper
+
+setup() {
+	setup_cave_env
+}
+
+@test "doctor reports Landlock, namespaces, seccomp and required mode" {
+	run cave-doctor
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"landlock           ABI "* ]]
+	[[ "$output" == *"user namespaces    yes"* ]]
+	[[ "$output" == *"seccomp            yes"* ]]
+	[[ "$output" == *"required mode      available"* ]]
+}
+
+@test "doctor --json agrees with the kernel's Landlock ABI" {
+	run cave-doctor --json
+	[ "$status" -eq 0 ]
+	[ "$(jq -r .required_mode <<<"$output")" = available ]
+	[ "$(jq -r .landlock.abi <<<"$output")" -ge 1 ]
+	[ "$(jq -r .policy <<<"$output")" = default.policy ]
+	[ "$(jq -r .missing <<<"$output")" = null ]
+}
+
+@test "doctor inside the sandbox finds the kernel's features gone" {
+	tools="$CAVE_ROOT/tests/fixtures/cave-sandbox/tools"
+	jq -cn --arg cmd "$tools/nested-doctor" --arg ws "$CAVE_ROOT" \
+		'{type:"tool.request",src:"cave-run",id:"d",name:"d",input:{},effect:"read",command:$cmd,workspace:$ws}' |
+		cave-sandbox > "$BATS_TEST_TMPDIR/o"
+	out=$(jq -r 'select(.type=="tool.result") | .output' "$BATS_TEST_TMPDIR/o")
+	[[ "$out" == *"doctor exit 1"* ]]
+	[ "$(head -1 <<<"$out" | jq -r .required_mode)" = refuses ]
+	[[ "$(head -1 <<<"$out" | jq -r .missing)" == *namespaces* ]]
+}
+
+@test "doctor rejects unknown options" {
+	run cave-doctor --bogus
+	[ "$status" -eq 2 ]
+}
