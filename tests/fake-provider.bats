@@ -420,3 +420,39 @@ USAGE='{"input":10,"cache_read":90,"cache_write":5,"cache_write_1h":2,"output":2
 	assert_output --partial '"text":"two"'
 	[ "$(fake_request 2 | jq -c '[.path,.step]')" = '["/v1/responses",1]' ]
 }
+
+@test "cut_mode reset sends an RST; framing length and close; verbatim tool arguments" {
+	serve '{"require_auth":false,"responses":[{"text":"a b","cut_after_events":2,"cut_mode":"reset"},{"text":"a b","framing":"length"},{"text":"a b","framing":"close"},{"text":"a b c","framing":"length","cut_after_events":2},{"tool_calls":[{"id":"c1","name":"f","arguments":"{\"broken"}]}]}'
+	run curl -sS -d '{"stream":true}' "$FAKE_URL/v1/messages"
+	assert_failure 56 # connection reset by peer
+	run curl -sS -D headers -o body -d '{"stream":true}' "$FAKE_URL/v1/chat/completions"
+	assert_success
+	grep -q '^data: \[DONE\]$' body
+	[ "$(grep -i '^content-length:' headers | tr -dc 0-9)" -eq "$(wc -c < body)" ]
+	run curl -sS -D headers -d '{"stream":true}' "$FAKE_URL/v1/chat/completions"
+	assert_success
+	assert_output --partial '[DONE]'
+	grep -qi '^connection: close' headers
+	! grep -qi '^content-length:\|^transfer-encoding:' headers
+	run curl -sS -d '{"stream":true}' "$FAKE_URL/v1/chat/completions"
+	assert_failure 18 # the body is shorter than its Content-Length
+	run curl -sS -d '{}' "$FAKE_URL/v1/chat/completions"
+	run jq -r '.choices[0].message.tool_calls[0].function.arguments' <<< "$output"
+	assert_output '{"broken'
+}
+
+@test "Responses stream with reasoning: a reasoning item with summary events first" {
+	serve '{"responses":[{"reasoning_text":"think hard","text":"Hi","error_event_after":"usage","error_style":"failed"}]}'
+	post /v1/responses '{"model":"gpt-x","stream":true}' | sse_data > data
+	run jq -r .type data
+	assert_line --index 2 response.output_item.added
+	assert_line --index 3 response.reasoning_summary_part.added
+	assert_line --index 4 response.reasoning_summary_text.delta
+	assert_line response.reasoning_summary_text.done
+	refute_line response.completed
+	refute_line error
+	run jq -c 'select(.type=="response.failed").response | [.status,.model,.error.code]' data
+	assert_output '["failed","gpt-x","server_error"]'
+	run jq -j 'select(.type=="response.reasoning_summary_text.delta").delta' data
+	assert_output "think hard"
+}

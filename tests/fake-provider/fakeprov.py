@@ -16,7 +16,6 @@ import re
 import signal
 import socket
 import struct
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -321,7 +320,7 @@ class Anthropic:
         return ev
 
     @staticmethod
-    def error_events(step, n):
+    def error_events(step, n, model):
         e = step.get("error") or {"type": "overloaded_error", "message": "Overloaded"}
         return [("error", dumps({"type": "error", "error": e, "request_id": "req_fake"}), "error")]
 
@@ -385,7 +384,7 @@ class Chat:
         return ev
 
     @staticmethod
-    def error_events(step, n):
+    def error_events(step, n, model):
         e = step.get("error") or {"message": "The server had an error while processing your request.",
                                   "type": "server_error", "param": None, "code": None}
         return [(None, dumps({"error": e}), "error")]
@@ -518,7 +517,7 @@ class Responses:
         return ev
 
     @classmethod
-    def error_events(cls, step, n):
+    def error_events(cls, step, n, model):
         # Sequence numbers continue from the n events already sent.
         e = step.get("error") or {"type": "server_error", "code": "server_error",
                                   "message": "The server had an error while processing your request.",
@@ -528,7 +527,7 @@ class Responses:
         if style in ("both", "error"):
             out.append(("error", dumps({"type": "error", "sequence_number": n, "error": e}), "error"))
         if style in ("both", "failed"):
-            r = cls.response(step, step.model or "fake-model", {}, "failed", [], None)
+            r = cls.response(step, model, {}, "failed", [], None)
             r["error"] = {"code": e.get("code") or "server_error", "message": e.get("message", "")}
             out.append(("response.failed", dumps({"type": "response.failed",
                                                   "sequence_number": n + len(out),
@@ -595,7 +594,7 @@ class Gemini:
         return ev
 
     @staticmethod
-    def error_events(step, n):
+    def error_events(step, n, model):
         e = step.get("error") or {"code": 503, "message": "The model is overloaded. Please try again later.",
                                   "status": "UNAVAILABLE"}
         return [(None, dumps({"error": e}), "error")]
@@ -748,7 +747,7 @@ class Handler(BaseHTTPRequestHandler):
         if not sse:  # Gemini streamGenerateContent without alt=sse: a JSON array
             text = "[" + ",\r\n".join(e[1] for e in events) + "]"
             return self.send_bytes(200, "application/json; charset=UTF-8", text.encode("utf-8"), extra, step)
-        return self.send_stream(proto, step, events, extra)
+        return self.send_stream(proto, step, model, events, extra)
 
     # -- response side
 
@@ -805,7 +804,7 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
-    def send_stream(self, proto, step, events, extra):
+    def send_stream(self, proto, step, model, events, extra):
         framing = step.get("framing") or "chunked"
         chunked = framing == "chunked"
         if framing == "close":
@@ -831,25 +830,35 @@ class Handler(BaseHTTPRequestHandler):
         err = position(step.get("error_event_after"))
         bad = position(step.get("malformed_after"))
         delay = (step.get("chunk_delay_ms") or 0) / 1000.0
+        proto_events_uncut = events
         if cut is not None:
             events = events[:int(cut)]
         if err is not None:
-            events = events[:int(err)] + proto.error_events(step, int(err))
+            events = events[:int(err)] + proto.error_events(step, int(err), model)
         if bad is not None:
             events = events[:int(bad)] + [proto.malformed()] + events[int(bad):]
-        self.write_head(200, ctype, extra, None if chunked else -1)
+        def sse(name, data):
+            return (("event: %s%s" % (name, nl) if name else "") + "data: " + data + nl + nl).encode("utf-8")
+        texts = [sse(n, d) for n, d, _k in events]
+        length = None if chunked else -1
+        if framing == "length":
+            # an abrupt cut announces the whole answer and leaves the body short
+            abrupt = cut is not None and step.get("cut_mode", "abrupt") != "clean"
+            full = proto_events_uncut if abrupt else events
+            length = sum(len(sse(n, d)) for n, d, _k in full)
+        self.write_head(200, ctype, extra, length)
         write = self.body_writer(step, chunked)
         try:
-            for i, (name, data, _kind) in enumerate(events):
+            for i, text in enumerate(texts):
                 if delay and i:
                     time.sleep(delay)
-                text = ("event: %s%s" % (name, nl) if name else "") + "data: " + data + nl + nl
-                write(text.encode("utf-8"))
+                write(text)
             if cut is not None and step.get("cut_mode", "abrupt") != "clean":
                 self.close_connection = True
                 if step.get("cut_mode") == "reset":
                     self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                                struct.pack("ii", 1, 0))
+                    self.connection.close()  # with no FIN first: an RST
                 return
             if chunked:
                 self.wfile.write(b"0\r\n\r\n")
