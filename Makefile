@@ -63,7 +63,7 @@ sanitize: deps
 	@$(MAKE) -s --no-print-directory all CC=clang \
 	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  LDFLAGS="-fsanitize=address,undefined"
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run
+	@CAVE_SANITIZE=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run
 	@$(MAKE) --no-print-directory clean
 
 # Warnings are errors, and the banned functions stay out.

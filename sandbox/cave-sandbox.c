@@ -155,20 +155,21 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 /* Loads the policies once, so every tool only loads compiled BPF. */
 static void load_policies(struct state *st)
 {
-	char path[4096];
+	/* found paths live as long as the program: no allocation to leak */
+	static char policy_buf[4096], fs_buf[4096];
 	cave_err e;
 
 	st->policy = cave_xcalloc(1, sizeof *st->policy);
 	st->view = cave_xcalloc(1, sizeof *st->view);
 	if (!st->o.policy_path) {
-		if (cave_data_path("sandbox/default.policy", path, sizeof path) != 0)
+		if (cave_data_path("sandbox/default.policy", policy_buf, sizeof policy_buf) != 0)
 			cave_die(CAVE_EX_CONFIG, "cannot find 'sandbox/default.policy'");
-		st->o.policy_path = cave_xstrdup(path);
+		st->o.policy_path = policy_buf;
 	}
 	if (!st->o.fs_path) {
-		if (cave_data_path("sandbox/fs.policy", path, sizeof path) != 0)
+		if (cave_data_path("sandbox/fs.policy", fs_buf, sizeof fs_buf) != 0)
 			cave_die(CAVE_EX_CONFIG, "cannot find 'sandbox/fs.policy'");
-		st->o.fs_path = cave_xstrdup(path);
+		st->o.fs_path = fs_buf;
 	}
 	if (cave_policy_load(st->policy, st->o.policy_path, &e) != 0 ||
 	    cave_fs_view_load(st->view, st->o.fs_path, &e) != 0)
