@@ -1,0 +1,1513 @@
+/* cave-run: the head of an agent run's ring. Loads the agent, starts the
+ * ring (cave-budget -> cave-call -> cave-sandbox, plus --filter programs),
+ * runs the turn loop (call, tools, call...), journals every event exactly
+ * once, streams the answer and writes the receipt and the bill. It never
+ * talks to a provider or runs a tool itself: the ring's members do; it
+ * never lets a call leave before its intent is on disk. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "bill.h"
+#include "catalog.h"
+#include "digest.h"
+#include "event.h"
+#include "io.h"
+#include "journal.h"
+#include "msg.h"
+#include "receipt.h"
+#include "ring.h"
+#include "turn.h"
+
+#define SRC "cave-run"
+#define MAX_FILTERS 8
+#define MAX_PENDING 64
+#define DRAIN_MS 5000          /* members get this long to flush at an abort */
+#define HIGH_WATER ((size_t)64 << 20)
+#define STATE_MAX ((size_t)256 << 20)
+
+static const char usage[] =
+	"usage: cave run [OPTIONS] AGENT-DIR PROMPT...     (PROMPT '-' reads stdin)\n"
+	"       cave run --resume RUN-ID\n"
+	"Runs an agent: calls its model, runs the tools it asks for, until it\n"
+	"answers without tools or a stop arrives. The answer streams to stdout,\n"
+	"the bill goes to stderr, the journal and receipt to\n"
+	".caveman/runs/RUN-ID/.\n"
+	"  --max-usd USD            budget in USD at list prices (cave-budget)\n"
+	"  --max-tokens N           budget in tokens\n"
+	"  --max-calls N            model calls at most (default 50)\n"
+	"  --max-tool-calls N       tool calls at most\n"
+	"  --deadline-ms N          stop between calls after this long\n"
+	"  --max-fan-out N          tool calls run from one response (default 8);\n"
+	"                           the rest are answered fan_out_blocked\n"
+	"  --loop-window N          turns a repeated tool call is looked for in\n"
+	"                           (default 8); --no-breakers turns it off\n"
+	"  --filter CMD             insert CMD (a shell command that speaks the\n"
+	"                           event protocol) into the ring; repeatable\n"
+	"  --events                 stdout: every event as NDJSON\n"
+	"  --quiet                  no bill on stderr\n"
+	"  --conversation ID        keep history under .caveman/conversations/ID\n"
+	"  --resume RUN-ID          continue a run from its journal\n"
+	"  --state DIR              where runs are kept (default .caveman)\n"
+	"  --workspace DIR          where tools run (default the agent directory)\n"
+	"  --fixtures DIR           offline corpus for fixture/ models\n"
+	"  --catalog FILE           price list\n"
+	"Ring order: cave-budget, --filter programs, cave-call, cave-sandbox.\n"
+	"Exit: 0 done (a budget stop too), 2 usage, 65 bad data, 69 provider\n"
+	"unavailable, 70 internal, 74 I/O, 77 refused (budget cost cap, a\n"
+	"conversation in use), 78 bad agent or config, 128+N killed by signal N\n"
+	"(141: stdout closed).\n";
+
+struct opts {
+	const char *max_usd, *max_tokens, *max_calls, *max_tool_calls, *deadline;
+	const char *filters[MAX_FILTERS];
+	int nfilters;
+	long fan_out, loop_window;
+	bool breakers, events, quiet;
+	const char *conversation, *resume, *state, *workspace, *fixtures, *catalog;
+};
+
+struct pending {
+	char id[24];           /* tool.request id */
+	char *use_id;          /* the model's tool_use id */
+	char *name;
+	bool done;
+	jv block;              /* the tool_result block, once done */
+};
+
+struct run {
+	struct opts o;
+	struct cave_agent ag;
+	struct cave_catalog *cat;
+	struct cave_receipt *rc;
+	struct cave_journal j;
+	struct cave_ring ring;
+	struct cave_io rin, rout, out;
+	struct cave_emitter em;
+	char dir[PATH_MAX];     /* .caveman/runs/<id> */
+	char *members[CAVE_RING_MAX + 4]; /* src names of the ring's members */
+	size_t member_at[CAVE_RING_MAX + 4]; /* their index in the ring */
+	size_t nmembers;
+
+	jv messages;            /* the history sent with the next call */
+	jv prior;               /* a conversation's history before this turn */
+	unsigned long ncalls, ntools;
+	char call_id[24];       /* the call in flight, "" when none */
+	bool call_back;         /* its call.request came back round */
+	bool call_printed;      /* deltas of it reached stdout */
+	struct pending pend[MAX_PENDING];
+	size_t npend;
+	jv sigs;                /* tool-call signatures per turn, for breakers */
+
+	unsigned long sent, returned; /* own events into the ring, and back */
+	bool stopping, ended, closed;
+	bool end_back;          /* run.end came back: the ring is flushed */
+	char stop[32];          /* the reason for run.end */
+	char error[64];         /* code of a failure, "" when none */
+	int exit_code;
+	int sig;
+	bool out_nl;            /* the last byte printed was '\n' */
+	struct cave_sha256 *final;
+	struct cave_buf answer; /* the final answer, for a conversation */
+	int conv_lock;
+	char conv_dir[PATH_MAX];
+};
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+	if (!got_signal)
+		got_signal = sig;
+}
+
+static long parse_num(const char *s, const char *opt, long lo, long hi)
+{
+	char *end;
+	long v;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (!*s || *end || errno || v < lo || v > hi)
+		cave_die(CAVE_EX_USAGE, "%s: expected a number from %ld to %ld, got '%s'",
+			 opt, lo, hi, s);
+	return v;
+}
+
+static void fail(struct run *r, int code, const char *what)
+{
+	if (!r->exit_code)
+		r->exit_code = code;
+	if (!r->error[0])
+		snprintf(r->error, sizeof r->error, "%s", what);
+}
+
+/* ---- journal, stdout and the ring -------------------------------------- */
+
+/* Journals one line (and folds it into the receipt when ev is valid;
+ * borrowed). Every event the head learns of passes here exactly once. */
+static void record(struct run *r, const char *line, size_t len, jv ev, bool sync)
+{
+	cave_err e;
+	if (cave_journal_append(&r->j, line, len, &e) < 0 ||
+	    (sync && cave_journal_sync(&r->j, &e) < 0)) {
+		cave_warn("%s", e.msg);
+		fail(r, CAVE_EX_IO, "journal");
+		got_signal = got_signal ? got_signal : -1;
+	}
+	if (jv_is_valid(ev) && cave_receipt_fold(r->rc, ev, &e) < 0)
+		cave_warn("journal line %lu: %s", r->j.lines, e.msg);
+	if (r->o.events)
+		cave_io_pass(&r->out, line, len);
+}
+
+/* Stamps, journals (synced when sync) and sends one event of the head's
+ * into the ring (consumed). A call's intent is on disk before it leaves. */
+static void emit(struct run *r, jv ev, bool sync)
+{
+	size_t n;
+	char *s;
+	jv env = cave_emitter_stamp(&r->em, cave_event_new(cave_jv_str(ev, "type", "?"), SRC));
+	/* the envelope first (type, src, v, run, span, seq), then the fields */
+	jv_object_foreach(ev, k, v) {
+		const char *ks = jv_string_value(k);
+		if (strcmp(ks, "type") && strcmp(ks, "src") && strcmp(ks, "v"))
+			env = jv_object_set(env, k, v);
+		else {
+			jv_free(k);
+			jv_free(v);
+		}
+	}
+	ev = env;
+	s = cave_event_dump(jv_copy(ev), &n);
+	if (!s)
+		cave_die(CAVE_EX_SOFTWARE, "internal error: an event without a type");
+	record(r, s, n - 1, ev, sync);
+	if (!r->closed) {
+		cave_io_write(&r->rout, s, n);
+		r->sent++;
+	}
+	free(s);
+	jv_free(ev);
+}
+
+static bool is_member(struct run *r, const char *src, size_t len)
+{
+	for (size_t i = 0; i < r->nmembers; i++)
+		if (strlen(r->members[i]) == len && memcmp(r->members[i], src, len) == 0)
+			return true;
+	return false;
+}
+
+static void print_text(struct run *r, const char *s, size_t n)
+{
+	if (!n)
+		return;
+	if (!r->o.events)
+		cave_io_write(&r->out, s, n);
+	r->out_nl = s[n - 1] == '\n';
+}
+
+/* ---- the turn loop ------------------------------------------------------ */
+
+static void finish(struct run *r, const char *reason);
+
+static void send_call(struct run *r)
+{
+	jv req, ev;
+	if (r->o.max_calls && r->ncalls >= (unsigned long)strtol(r->o.max_calls, NULL, 10)) {
+		finish(r, "call_budget_exhausted");
+		return;
+	}
+	snprintf(r->call_id, sizeof r->call_id, "c%lu", ++r->ncalls);
+	r->call_back = r->call_printed = false;
+	cave_buf_reset(&r->answer);
+	req = cave_turn_request(&r->ag, r->messages, r->call_id);
+	ev = cave_event_new("call.request", SRC);
+	jv_object_foreach(req, k, v)
+		ev = jv_object_set(ev, k, v);
+	jv_free(req);
+	emit(r, ev, true);
+}
+
+static void end_event(struct run *r)
+{
+	char digest[CAVE_SHA256_HEX];
+	jv ev = cave_event_new("run.end", SRC);
+	cave_sha256_final(r->final, digest);
+	r->final = NULL;
+	if (r->stop[0])
+		ev = jv_object_set(ev, jv_string("stop_reason"), jv_string(r->stop));
+	if (r->error[0])
+		ev = jv_object_set(ev, jv_string("error"), jv_string(r->error));
+	if (r->sig > 0)
+		ev = jv_object_set(ev, jv_string("signal"), jv_number(r->sig));
+	ev = jv_object_set(ev, jv_string("final_digest"), jv_string(digest));
+	emit(r, ev, true);
+}
+
+/* The run is over: run.end goes round; the ring closes once it is back. */
+static void finish(struct run *r, const char *reason)
+{
+	if (r->ended)
+		return;
+	r->ended = true;
+	if (reason && !r->stop[0])
+		snprintf(r->stop, sizeof r->stop, "%s", reason);
+	if (!r->o.events && !r->out_nl && r->final)
+		print_text(r, "\n", 1);
+	end_event(r);
+}
+
+static void breaker(struct run *r, const char *kind, const char *tool, const char *sig)
+{
+	jv ev = cave_event_new("breaker", SRC);
+	ev = jv_object_set(ev, jv_string("kind"), jv_string(kind));
+	ev = jv_object_set(ev, jv_string("count"), jv_number(1));
+	if (tool)
+		ev = jv_object_set(ev, jv_string("tool"), jv_string(tool));
+	if (sig)
+		ev = jv_object_set(ev, jv_string("signature"), jv_string(sig));
+	emit(r, ev, false);
+}
+
+/* True when sig was seen in the last loop_window turns. */
+static bool repeated(struct run *r, const char *sig)
+{
+	int n = jv_array_length(jv_copy(r->sigs));
+	for (int i = n - 1; i >= 0 && i >= n - r->o.loop_window; i--) {
+		jv turn = jv_array_get(jv_copy(r->sigs), i);
+		bool hit = false;
+		jv_array_foreach(turn, k, s) {
+			(void)k;
+			if (strcmp(jv_string_value(s), sig) == 0)
+				hit = true;
+			jv_free(s);
+		}
+		if (hit)
+			return true;
+	}
+	return false;
+}
+
+static void tools_done(struct run *r);
+
+static void pending_clear(struct run *r)
+{
+	for (size_t i = 0; i < r->npend; i++) {
+		free(r->pend[i].use_id);
+		free(r->pend[i].name);
+		jv_free(r->pend[i].block);
+	}
+	r->npend = 0;
+}
+
+/* Asks the ring for the tools a response wants (uses consumed). */
+static void run_tools(struct run *r, jv uses)
+{
+	int n = jv_array_length(jv_copy(uses));
+	jv turn_sigs = jv_array();
+	bool loop = false;
+	char loop_tool[80] = "", loop_sig[CAVE_SHA256_HEX] = "";
+
+	pending_clear(r);
+	for (int i = 0; i < n && r->npend < MAX_PENDING; i++) {
+		jv u = jv_array_get(jv_copy(uses), i);
+		const char *name = cave_jv_str(u, "name", "");
+		const char *use_id = cave_jv_str(u, "id", "");
+		const struct cave_agent_tool *t = cave_agent_tool(&r->ag, name);
+		struct pending *p = &r->pend[r->npend++];
+		jv input = jv_object_get(jv_copy(u), jv_string("input"));
+		char sig[CAVE_SHA256_HEX];
+
+		memset(p, 0, sizeof *p);
+		p->block = jv_invalid();
+		p->use_id = cave_xstrdup(use_id);
+		p->name = cave_xstrdup(name);
+		snprintf(p->id, sizeof p->id, "t%lu", ++r->ntools);
+		cave_turn_signature(name, input, sig);
+		if (r->o.breakers && !loop && repeated(r, sig)) {
+			loop = true;
+			snprintf(loop_tool, sizeof loop_tool, "%.79s", name);
+			snprintf(loop_sig, sizeof loop_sig, "%s", sig);
+		}
+		turn_sigs = jv_array_append(turn_sigs, jv_string(sig));
+		if (i >= r->o.fan_out) {
+			breaker(r, "fan_out_blocked", name, NULL);
+			p->block = cave_turn_error_block(use_id, "[fan_out_blocked: too many tool "
+							 "calls in one response; call it again "
+							 "later]");
+			p->done = true;
+		} else if (!t) {
+			p->block = cave_turn_error_block(use_id, "[unknown tool: the agent "
+							 "declares no tool of that name]");
+			p->done = true;
+		} else if (t->subagent_dir) {
+			p->block = cave_turn_error_block(use_id, "[subagents are not available "
+							 "in this version of cave run]");
+			p->done = true;
+		} else {
+			jv ev = cave_event_new("tool.request", SRC);
+			ev = jv_object_set(ev, jv_string("id"), jv_string(p->id));
+			ev = jv_object_set(ev, jv_string("call_id"), jv_string(use_id));
+			ev = jv_object_set(ev, jv_string("name"), jv_string(name));
+			ev = jv_object_set(ev, jv_string("input"), jv_copy(input));
+			ev = jv_object_set(ev, jv_string("effect"),
+					   jv_string(t->write ? "write" : "read"));
+			ev = jv_object_set(ev, jv_string("command"), jv_string(t->command));
+			ev = jv_object_set(ev, jv_string("workspace"),
+					   jv_string(r->o.workspace ? r->o.workspace : r->ag.dir));
+			ev = jv_object_set(ev, jv_string("timeout_ms"), jv_number((double)t->timeout_ms));
+			ev = jv_object_set(ev, jv_string("network"), jv_false());
+			ev = jv_object_set(ev, jv_string("sandbox"),
+					   jv_string(r->ag.sandbox_host ? "host" : "required"));
+			emit(r, ev, false);
+		}
+		jv_free(input);
+		jv_free(u);
+	}
+	jv_free(uses);
+	r->sigs = jv_array_append(r->sigs, turn_sigs);
+	if (loop) {
+		breaker(r, "loop_detected", loop_tool, loop_sig);
+		r->stopping = true;
+		snprintf(r->stop, sizeof r->stop, "loop_detected");
+	}
+	tools_done(r);
+}
+
+/* When every tool of the turn has answered: the results go into the
+ * history and the next call leaves (unless a stop came in between). */
+static void tools_done(struct run *r)
+{
+	jv blocks = jv_array();
+	for (size_t i = 0; i < r->npend; i++)
+		if (!r->pend[i].done) {
+			jv_free(blocks);
+			return;
+		}
+	for (size_t i = 0; i < r->npend; i++) {
+		blocks = jv_array_append(blocks, r->pend[i].block);
+		r->pend[i].block = jv_invalid();
+	}
+	pending_clear(r);
+	r->messages = jv_array_append(r->messages, cave_turn_message("user", blocks));
+	if (r->stopping)
+		finish(r, NULL);
+	else
+		send_call(r);
+}
+
+static void on_response(struct run *r, jv ev)
+{
+	jv content = jv_object_get(jv_copy(ev), jv_string("content"));
+	jv uses;
+	if (jv_get_kind(content) != JV_KIND_ARRAY) {
+		jv_free(content);
+		content = jv_array();
+	}
+	if (!r->call_printed) { /* a response that did not stream its text */
+		jv_array_foreach(jv_copy(content), i, b) {
+			(void)i;
+			if (strcmp(cave_jv_str(b, "type", ""), "text") == 0) {
+				const char *t = cave_jv_str(b, "text", "");
+				print_text(r, t, strlen(t));
+				cave_sha256_update(r->final, t, strlen(t));
+				cave_buf_adds(&r->answer, t);
+			}
+			jv_free(b);
+		}
+	}
+	r->call_id[0] = '\0';
+	uses = cave_turn_tool_uses(content);
+	if (jv_array_length(jv_copy(content)) > 0)
+		r->messages = jv_array_append(r->messages,
+					      cave_turn_message("assistant", jv_copy(content)));
+	jv_free(content);
+	if (jv_array_length(jv_copy(uses)) == 0 || r->stopping) {
+		jv_free(uses);
+		finish(r, r->stopping ? NULL : "complete");
+		return;
+	}
+	if (!r->o.events && !r->out_nl && r->call_printed)
+		print_text(r, "\n", 1);
+	run_tools(r, uses);
+}
+
+static void on_stop(struct run *r, jv ev)
+{
+	const char *why = cave_jv_str(ev, "reason", "budget_exhausted");
+	const char *msg = cave_jv_str(ev, "message", NULL);
+	if (r->ended)
+		return;
+	if (!r->stopping && !r->stop[0])
+		snprintf(r->stop, sizeof r->stop, "%.31s", why);
+	r->stopping = true;
+	if (msg && !r->o.quiet)
+		cave_warn("stop: %s: %s", why, msg);
+	/* a call whose request never came back round was held by a member:
+	 * it will not be answered */
+	if (r->call_id[0] && !r->call_back) {
+		r->call_id[0] = '\0';
+		finish(r, NULL);
+	} else if (!r->call_id[0] && r->npend == 0) {
+		finish(r, NULL);
+	}
+}
+
+static void on_call_error(struct run *r, jv ev)
+{
+	const char *code = cave_jv_str(ev, "code", "error");
+	if (!cave_jv_bool(ev, "final", true))
+		return;
+	r->call_id[0] = '\0';
+	cave_warn("call failed: %s: %s", code, cave_jv_str(ev, "message", ""));
+	if (strcmp(code, "no_api_key") == 0)
+		fail(r, CAVE_EX_CONFIG, code);
+	else if (strncmp(code, "cave_run_cost", 13) == 0)
+		fail(r, CAVE_EX_POLICY, code);
+	else if (strncmp(code, "malformed", 9) == 0 || strcmp(code, "bad_request") == 0)
+		fail(r, CAVE_EX_DATA, code);
+	else if (strcmp(code, "aborted") == 0)
+		fail(r, CAVE_EX_SOFTWARE, code);
+	else
+		fail(r, CAVE_EX_UNAVAILABLE, code);
+	finish(r, NULL);
+}
+
+static void on_tool_result(struct run *r, jv ev)
+{
+	const char *id = cave_jv_str(ev, "id", "");
+	for (size_t i = 0; i < r->npend; i++) {
+		struct pending *p = &r->pend[i];
+		if (p->done || strcmp(p->id, id) != 0)
+			continue;
+		p->block = cave_turn_result_block(p->use_id, ev);
+		p->done = true;
+		tools_done(r);
+		return;
+	}
+}
+
+/* Acts on an event from another member (borrowed). */
+static void act(struct run *r, const struct cave_ev_head *h, jv ev)
+{
+	const char *id = cave_jv_str(ev, "id", "");
+	if (r->ended)
+		return;
+	if (cave_event_type_is(h, "call.delta")) {
+		if (r->call_id[0] && strcmp(id, r->call_id) == 0) {
+			const char *t = cave_jv_str(ev, "text", "");
+			size_t n = strlen(t);
+			print_text(r, t, n);
+			cave_sha256_update(r->final, t, n);
+			cave_buf_add(&r->answer, t, n);
+			r->call_printed = true;
+		}
+	} else if (cave_event_type_is(h, "call.response")) {
+		if (r->call_id[0] && strcmp(id, r->call_id) == 0)
+			on_response(r, ev);
+	} else if (cave_event_type_is(h, "call.error")) {
+		if (r->call_id[0] && strcmp(id, r->call_id) == 0)
+			on_call_error(r, ev);
+	} else if (cave_event_type_is(h, "tool.result")) {
+		on_tool_result(r, ev);
+	} else if (cave_event_type_is(h, "run.stop")) {
+		on_stop(r, ev);
+	}
+}
+
+static bool acts_on(const struct cave_ev_head *h)
+{
+	return cave_event_type_is(h, "call.delta") || cave_event_type_is(h, "call.response") ||
+	       cave_event_type_is(h, "call.error") || cave_event_type_is(h, "tool.result") ||
+	       cave_event_type_is(h, "run.stop");
+}
+
+static int on_ring_line(void *ctx, char *line, size_t len)
+{
+	struct run *r = ctx;
+	struct cave_ev_head h;
+	char where[64];
+	cave_err e;
+	jv ev = jv_invalid();
+	bool known;
+
+	if (cave_event_peek(line, len, &h) == 0 && h.src && cave_event_src_is(&h, SRC)) {
+		/* our own event, back from its lap: already journaled */
+		r->returned++;
+		if (cave_event_type_is(&h, "call.request"))
+			r->call_back = true;
+		else if (cave_event_type_is(&h, "run.end"))
+			r->end_back = true;
+		return 0;
+	}
+	known = h.src && is_member(r, h.src, h.src_len);
+	if (cave_event_peek(line, len, &h) < 0 || !h.src ||
+	    cave_receipt_wants(h.type, h.type_len) || (known && acts_on(&h))) {
+		snprintf(where, sizeof where, "ring:%lu", r->rin.lineno);
+		ev = cave_event_parse(line, len, where, &e);
+		if (!jv_is_valid(ev)) {
+			cave_warn("%s", e.msg);
+			jv_free(ev);
+			ev = jv_invalid();
+		}
+	}
+	record(r, line, len, ev, cave_event_type_is(&h, "call.response") ||
+	       cave_event_type_is(&h, "budget.state"));
+	if (known) {
+		/* on round, so that it reaches its writer again */
+		if (!r->closed)
+			cave_io_pass(&r->rout, line, len);
+		if (jv_is_valid(ev))
+			act(r, &h, ev);
+	}
+	jv_free(ev);
+	return 0;
+}
+
+/* ---- set-up ------------------------------------------------------------- */
+
+static void add_member(struct run *r, const char *name)
+{
+	r->member_at[r->nmembers] = r->ring.n - 1;
+	r->members[r->nmembers++] = cave_xstrdup(name);
+}
+
+static void build_ring(struct run *r)
+{
+	char path[PATH_MAX];
+	cave_err e;
+	const char *argv[24];
+	int n = 0;
+
+	cave_ring_init(&r->ring);
+	if (cave_ring_find("cave-budget", path, sizeof path) < 0) {
+		if (r->o.max_usd || r->o.max_tokens || r->o.max_tool_calls || r->o.deadline)
+			cave_die(CAVE_EX_CONFIG, "cannot find cave-budget, which the budget options need");
+	} else {
+		argv[n++] = path;
+		if (r->o.max_usd) {
+			argv[n++] = "--max-usd";
+			argv[n++] = r->o.max_usd;
+		}
+		if (r->o.max_tokens) {
+			argv[n++] = "--max-tokens";
+			argv[n++] = r->o.max_tokens;
+		}
+		if (r->o.max_calls) {
+			argv[n++] = "--max-model-calls";
+			argv[n++] = r->o.max_calls;
+		}
+		if (r->o.max_tool_calls) {
+			argv[n++] = "--max-tool-calls";
+			argv[n++] = r->o.max_tool_calls;
+		}
+		if (r->o.deadline) {
+			argv[n++] = "--deadline-ms";
+			argv[n++] = r->o.deadline;
+		}
+		if (r->o.catalog) {
+			argv[n++] = "--catalog";
+			argv[n++] = r->o.catalog;
+		}
+		argv[n] = NULL;
+		if (cave_ring_add(&r->ring, argv, &e) < 0)
+			cave_die(CAVE_EX_SOFTWARE, "%s", e.msg);
+		add_member(r, "cave-budget");
+	}
+	for (int i = 0; i < r->o.nfilters; i++)
+		if (cave_ring_add_shell(&r->ring, r->o.filters[i], &e) < 0)
+			cave_die(CAVE_EX_USAGE, "%s", e.msg);
+	if (cave_ring_find("cave-call", path, sizeof path) < 0)
+		cave_die(CAVE_EX_CONFIG, "cannot find cave-call");
+	n = 0;
+	argv[n++] = path;
+	if (r->o.fixtures) {
+		argv[n++] = "--fixtures";
+		argv[n++] = r->o.fixtures;
+	}
+	argv[n] = NULL;
+	if (cave_ring_add(&r->ring, argv, &e) < 0)
+		cave_die(CAVE_EX_SOFTWARE, "%s", e.msg);
+	add_member(r, "cave-call");
+	if (cave_ring_find("cave-sandbox", path, sizeof path) < 0) {
+		if (r->ag.ntools)
+			cave_die(CAVE_EX_CONFIG, "cannot find cave-sandbox, which the agent's tools need");
+	} else {
+		argv[0] = path;
+		argv[1] = NULL;
+		if (cave_ring_add(&r->ring, argv, &e) < 0)
+			cave_die(CAVE_EX_SOFTWARE, "%s", e.msg);
+		add_member(r, "cave-sandbox");
+	}
+	if (cave_ring_start(&r->ring, &e) < 0)
+		cave_die(CAVE_EX_SOFTWARE, "%s", e.msg);
+}
+
+static char *read_all_stdin(void)
+{
+	struct cave_buf b;
+	char chunk[65536];
+	size_t n;
+	cave_buf_init(&b, CAVE_EVENT_MAX / 4);
+	while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
+		if (cave_buf_add(&b, chunk, n) < 0)
+			cave_die(CAVE_EX_DATA, "<stdin>: prompt larger than %zu bytes", b.max);
+	return cave_buf_take(&b, NULL);
+}
+
+/* ---- conversations ------------------------------------------------------ */
+
+static jv read_json_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	struct cave_buf b;
+	char chunk[65536];
+	size_t n;
+	jv v;
+	if (!f)
+		return jv_invalid();
+	cave_buf_init(&b, STATE_MAX);
+	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+		if (cave_buf_add(&b, chunk, n) < 0) {
+			fclose(f);
+			cave_buf_free(&b);
+			return jv_invalid_with_msg(jv_string("too large"));
+		}
+	fclose(f);
+	v = jv_parse_sized(b.data ? b.data : "", (int)b.len);
+	cave_buf_free(&b);
+	return v;
+}
+
+/* Writes v (consumed) to path atomically: temp file, fsync, rename. */
+static int write_json_file(const char *path, jv v)
+{
+	char tmp[PATH_MAX + 16];
+	jv s = jv_dump_string(v, 0);
+	int fd, ret = -1;
+	size_t len = (size_t)jv_string_length_bytes(jv_copy(s)), off = 0;
+	const char *p = jv_string_value(s);
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		goto out;
+	while (off < len) {
+		ssize_t w = write(fd, p + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			close(fd);
+			goto out;
+		}
+		off += (size_t)w;
+	}
+	if (write(fd, "\n", 1) != 1 || fsync(fd) < 0) {
+		close(fd);
+		goto out;
+	}
+	close(fd);
+	if (rename(tmp, path) < 0)
+		goto out;
+	ret = 0;
+out:
+	jv_free(s);
+	return ret;
+}
+
+static bool valid_id(const char *s)
+{
+	size_t n = strlen(s);
+	if (!n || n > 128 || s[0] == '.')
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
+			return false;
+	return true;
+}
+
+/* Takes the conversation's lock (fails closed when another run holds it)
+ * and loads its history; rotates the cache epoch on a change of agent
+ * definition or model. Returns the epoch. */
+static long conv_open(struct run *r, jv *meta_out)
+{
+	char path[PATH_MAX + 32];
+	cave_err e;
+	jv meta, hist;
+	long epoch = 1;
+
+	if (!valid_id(r->o.conversation))
+		cave_die(CAVE_EX_USAGE, "--conversation: '%s' is not 1-128 of [A-Za-z0-9._-]",
+			 r->o.conversation);
+	snprintf(r->conv_dir, sizeof r->conv_dir, "%s/conversations/%s", r->o.state,
+		 r->o.conversation);
+	if (cave_mkdirs(r->conv_dir, &e) < 0)
+		cave_die(CAVE_EX_IO, "%s", e.msg);
+	snprintf(path, sizeof path, "%s/lock", r->conv_dir);
+	r->conv_lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (r->conv_lock < 0)
+		cave_die(CAVE_EX_IO, "cannot open '%s':", path);
+	if (flock(r->conv_lock, LOCK_EX | LOCK_NB) < 0)
+		cave_die(CAVE_EX_POLICY, "conversation '%s' is in use by another run",
+			 r->o.conversation);
+	snprintf(path, sizeof path, "%s/history.json", r->conv_dir);
+	hist = read_json_file(path);
+	if (jv_get_kind(hist) == JV_KIND_INVALID && access(path, F_OK) == 0)
+		cave_die(CAVE_EX_DATA, "'%s': not JSON", path);
+	if (jv_get_kind(hist) != JV_KIND_ARRAY) {
+		jv_free(hist);
+		hist = jv_array();
+	}
+	snprintf(path, sizeof path, "%s/meta.json", r->conv_dir);
+	meta = read_json_file(path);
+	if (jv_get_kind(meta) == JV_KIND_OBJECT) {
+		epoch = (long)cave_jv_int(meta, "epoch", 1);
+		if (strcmp(cave_jv_str(meta, "agent_digest", ""), r->ag.digest) != 0 ||
+		    strcmp(cave_jv_str(meta, "model", ""), r->ag.model_id) != 0) {
+			epoch++;
+			if (!r->o.quiet)
+				cave_warn("conversation '%s': the agent definition or model changed; "
+					  "cache epoch %ld", r->o.conversation, epoch);
+		}
+	}
+	jv_free(meta);
+	meta = jv_object();
+	meta = jv_object_set(meta, jv_string("agent"), jv_string(r->ag.id));
+	meta = jv_object_set(meta, jv_string("agent_digest"), jv_string(r->ag.digest));
+	meta = jv_object_set(meta, jv_string("model"), jv_string(r->ag.model_id));
+	meta = jv_object_set(meta, jv_string("epoch"), jv_number((double)epoch));
+	*meta_out = meta;
+	jv_free(r->prior);
+	r->prior = jv_copy(hist);
+	jv_free(r->messages);
+	r->messages = hist;
+	return epoch;
+}
+
+/* A turn that ended well commits the history; any other leaves it as it
+ * was before the turn. */
+static void conv_close(struct run *r, jv meta, bool commit)
+{
+	char path[PATH_MAX + 32];
+	if (commit) {
+		snprintf(path, sizeof path, "%s/history.json", r->conv_dir);
+		if (write_json_file(path, jv_copy(r->messages)) < 0) {
+			cave_warn("cannot write '%s':", path);
+			fail(r, CAVE_EX_IO, "conversation");
+		}
+		meta = jv_object_set(meta, jv_string("last_run"), jv_string(r->em.run));
+		snprintf(path, sizeof path, "%s/meta.json", r->conv_dir);
+		if (write_json_file(path, jv_copy(meta)) < 0) {
+			cave_warn("cannot write '%s':", path);
+			fail(r, CAVE_EX_IO, "conversation");
+		}
+	} else if (!r->o.quiet) {
+		cave_warn("conversation '%s': the turn failed; history left as it was",
+			  r->o.conversation);
+	}
+	jv_free(meta);
+	close(r->conv_lock);
+	r->conv_lock = -1;
+}
+
+/* ---- the loop ----------------------------------------------------------- */
+
+static size_t queued(const struct cave_io *io)
+{
+	return io->out.len - io->out_off;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Closes the head's end into the ring: members see their input end,
+ * finish and exit, and the ring's output ends after them. */
+static void close_ring(struct run *r)
+{
+	if (r->closed)
+		return;
+	r->closed = true;
+	close(r->rout.out_fd);
+	r->rout.out_fd = -1;
+	r->rout.out_closed = true;
+	r->ring.to_ring = -1;
+}
+
+static int loop(struct run *r, const sigset_t *unblocked)
+{
+	double abort_at = 0;
+	bool killed = false;
+	cave_err e;
+	for (;;) {
+		struct pollfd p[6];
+		int n = 0, nin, nrout, nout;
+		struct timespec ts = { 0, 200 * 1000 * 1000 };
+
+		if (got_signal && !r->sig) {
+			r->sig = got_signal;
+			/* The members doing work (a call in flight, tools running)
+			 * are told to stop; they settle and flush what they know.
+			 * The others see their input end once the head closes it,
+			 * and pass everything before it on, so nothing is lost in
+			 * between. A member that lingers is told later. */
+			for (size_t i = 0; i < r->nmembers; i++)
+				if ((r->call_id[0] && strcmp(r->members[i], "cave-call") == 0) ||
+				    (r->npend && strcmp(r->members[i], "cave-sandbox") == 0))
+					cave_ring_signal_one(&r->ring, r->member_at[i], SIGTERM);
+			close_ring(r);
+			abort_at = now_ms() + DRAIN_MS;
+		}
+		if (r->out.out_closed && !r->sig) {
+			got_signal = SIGPIPE;
+			continue;
+		}
+		if (abort_at && now_ms() > abort_at) {
+			cave_warn("the ring did not finish in %d ms; %s", DRAIN_MS,
+				  killed ? "killing it" : "stopping it");
+			cave_ring_signal(&r->ring, killed ? SIGKILL : SIGTERM);
+			killed = true;
+			abort_at = now_ms() + DRAIN_MS;
+		}
+		if (r->ended && !r->closed && r->end_back && !queued(&r->rout))
+			close_ring(r);
+		if (r->rin.in_eof)
+			break;
+		r->rin.paused = queued(&r->rout) > HIGH_WATER || queued(&r->out) > HIGH_WATER;
+		nin = cave_io_pollfds(&r->rin, p + n);
+		n += nin;
+		nrout = r->closed ? 0 : cave_io_pollfds(&r->rout, p + n);
+		n += nrout;
+		nout = cave_io_pollfds(&r->out, p + n);
+		n += nout;
+		if (ppoll(p, (nfds_t)n, &ts, unblocked) < 0) {
+			if (errno == EINTR)
+				continue;
+			return cave_errf(&e, "io", "poll failed: %s", strerror(errno));
+		}
+		if (cave_io_service(&r->rin, p, nin, on_ring_line, r, &e) < 0) {
+			cave_warn("%s", e.msg);
+			fail(r, CAVE_EX_DATA, "ring");
+			return -1;
+		}
+		if (nrout)
+			cave_io_service(&r->rout, p + nin, nrout, NULL, NULL, &e);
+		if (nout)
+			cave_io_service(&r->out, p + nin + nrout, nout, NULL, NULL, &e);
+		if (r->rout.out_closed && !r->closed) {
+			/* the first member went away */
+			r->closed = true;
+		}
+	}
+	return 0;
+}
+
+static void parse_opts(struct run *r, int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "max-usd", required_argument, NULL, 1 },
+		{ "max-tokens", required_argument, NULL, 2 },
+		{ "max-calls", required_argument, NULL, 3 },
+		{ "max-tool-calls", required_argument, NULL, 4 },
+		{ "deadline-ms", required_argument, NULL, 5 },
+		{ "max-fan-out", required_argument, NULL, 6 },
+		{ "loop-window", required_argument, NULL, 7 },
+		{ "no-breakers", no_argument, NULL, 8 },
+		{ "filter", required_argument, NULL, 9 },
+		{ "events", no_argument, NULL, 10 },
+		{ "quiet", no_argument, NULL, 11 },
+		{ "conversation", required_argument, NULL, 12 },
+		{ "resume", required_argument, NULL, 13 },
+		{ "state", required_argument, NULL, 14 },
+		{ "workspace", required_argument, NULL, 15 },
+		{ "fixtures", required_argument, NULL, 16 },
+		{ "catalog", required_argument, NULL, 17 },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	int c;
+	r->o.fan_out = 8;
+	r->o.loop_window = 8;
+	r->o.breakers = true;
+	r->o.state = ".caveman";
+	r->o.max_calls = "50";
+	while ((c = getopt_long(argc, argv, "+hq", lo, NULL)) != -1) {
+		switch (c) {
+		case 1: r->o.max_usd = optarg; break;
+		case 2: r->o.max_tokens = optarg; break;
+		case 3: parse_num(optarg, "--max-calls", 1, 1000000); r->o.max_calls = optarg; break;
+		case 4: parse_num(optarg, "--max-tool-calls", 0, 1000000); r->o.max_tool_calls = optarg; break;
+		case 5: parse_num(optarg, "--deadline-ms", 1, 86400000L * 30); r->o.deadline = optarg; break;
+		case 6: r->o.fan_out = parse_num(optarg, "--max-fan-out", 1, MAX_PENDING); break;
+		case 7: r->o.loop_window = parse_num(optarg, "--loop-window", 1, 1000); break;
+		case 8: r->o.breakers = false; break;
+		case 9:
+			if (r->o.nfilters >= MAX_FILTERS)
+				cave_die(CAVE_EX_USAGE, "--filter: at most %d", MAX_FILTERS);
+			r->o.filters[r->o.nfilters++] = optarg;
+			break;
+		case 10: r->o.events = true; break;
+		case 'q':
+		case 11: r->o.quiet = true; break;
+		case 12: r->o.conversation = optarg; break;
+		case 13: r->o.resume = optarg; break;
+		case 14: r->o.state = optarg; break;
+		case 15: r->o.workspace = optarg; break;
+		case 16: r->o.fixtures = optarg; break;
+		case 17: r->o.catalog = optarg; break;
+		case 'h': fputs(usage, stdout); exit(cave_close_stdout());
+		default: fputs(usage, stderr); exit(CAVE_EX_USAGE);
+		}
+	}
+	if (r->o.max_usd && r->o.max_tokens)
+		cave_die(CAVE_EX_USAGE, "--max-usd and --max-tokens do not go together");
+}
+
+/* ---- the end: receipt, bill, sidecar ------------------------------------ */
+
+static int finish_run(struct run *r)
+{
+	char path[PATH_MAX + 32];
+	struct cave_buf bill;
+	unsigned long unknown = cave_receipt_unknown_calls(r->rc);
+	cave_err e;
+	jv rj;
+	int rc = r->exit_code;
+
+	if (cave_journal_sync(&r->j, &e) < 0) {
+		cave_warn("%s", e.msg);
+		rc = rc ? rc : CAVE_EX_IO;
+	}
+	rj = cave_receipt_jv(r->rc);
+	snprintf(path, sizeof path, "%s/receipt.json", r->dir);
+	if (cave_receipt_write(path, rj, &e) < 0) {
+		cave_warn("%s", e.msg);
+		rc = rc ? rc : CAVE_EX_IO;
+	}
+	if (unknown)
+		cave_warn("%lu model call%s in flight when the run ended: outcome unknown, "
+			  "may have been billed, not in the receipt", unknown,
+			  unknown == 1 ? "" : "s");
+	if (!r->o.quiet) {
+		cave_buf_init(&bill, (size_t)16 << 20);
+		if (cave_bill_format(rj, unknown, &bill) == 0) {
+			fflush(stdout);
+			fputs(bill.data ? bill.data : "", stderr);
+		}
+		cave_buf_free(&bill);
+		fprintf(stderr, "%s: run %s: %s/\n", SRC, r->em.run, r->dir);
+	}
+	jv_free(rj);
+	if (cave_io_drain(&r->out) < 0 && !r->out.out_closed && !rc)
+		rc = CAVE_EX_IO;
+	cave_journal_close(&r->j);
+	return rc;
+}
+
+/* ---- resume ------------------------------------------------------------- */
+
+struct rs {
+	struct run *r;
+	jv start;          /* the run.start of the head */
+	jv last_req;       /* the last call.request of the head */
+	jv outcome;        /* its call.response or final call.error, or null */
+	jv treqs;          /* tool.requests after it */
+	jv tres;           /* tool.result by id (object) */
+	jv budget;         /* the last budget.state */
+	jv prior_resume;   /* resume.json of an earlier resume, or null */
+	bool ended;
+	uint64_t seq;
+	unsigned long maxc, maxt;
+};
+
+static unsigned long num_after(const char *id, char c)
+{
+	char *end;
+	unsigned long v;
+	if (!id || id[0] != c)
+		return 0;
+	v = strtoul(id + 1, &end, 10);
+	return *end ? 0 : v;
+}
+
+static int resume_line(void *ctx, char *line, size_t len, unsigned long lineno)
+{
+	struct rs *s = ctx;
+	char where[64];
+	cave_err e;
+	const char *type, *src, *id;
+	jv ev;
+	snprintf(where, sizeof where, "events.ndjson:%lu", lineno);
+	ev = cave_event_parse(line, len, where, &e);
+	if (!jv_is_valid(ev)) {
+		cave_warn("%s", e.msg);
+		jv_free(ev);
+		return 0;
+	}
+	if (cave_receipt_fold(s->r->rc, ev, &e) < 0)
+		cave_warn("%s: %s", where, e.msg);
+	type = cave_jv_str(ev, "type", "");
+	src = cave_jv_str(ev, "src", "");
+	id = cave_jv_str(ev, "id", "");
+	if (strcmp(src, SRC) == 0) {
+		uint64_t q = (uint64_t)cave_jv_int(ev, "seq", 0);
+		if (q > s->seq)
+			s->seq = q;
+		if (strcmp(type, "run.start") == 0 && jv_get_kind(s->start) == JV_KIND_NULL) {
+			s->start = jv_copy(ev);
+		} else if (strcmp(type, "call.request") == 0) {
+			jv_free(s->last_req);
+			s->last_req = jv_copy(ev);
+			jv_free(s->outcome);
+			s->outcome = jv_null();
+			jv_free(s->treqs);
+			s->treqs = jv_array();
+			if (num_after(id, 'c') > s->maxc)
+				s->maxc = num_after(id, 'c');
+		} else if (strcmp(type, "tool.request") == 0) {
+			s->treqs = jv_array_append(s->treqs, jv_copy(ev));
+			if (num_after(id, 't') > s->maxt)
+				s->maxt = num_after(id, 't');
+		} else if (strcmp(type, "run.end") == 0) {
+			s->ended = true;
+		}
+	}
+	if ((strcmp(type, "call.response") == 0 ||
+	     (strcmp(type, "call.error") == 0 && cave_jv_bool(ev, "final", true))) &&
+	    jv_get_kind(s->last_req) == JV_KIND_OBJECT &&
+	    strcmp(id, cave_jv_str(s->last_req, "id", "")) == 0) {
+		jv_free(s->outcome);
+		s->outcome = jv_copy(ev);
+	} else if (strcmp(type, "tool.result") == 0 && *id) {
+		s->tres = jv_object_set(s->tres, jv_string(id), jv_copy(ev));
+	} else if (strcmp(type, "budget.state") == 0) {
+		jv_free(s->budget);
+		s->budget = jv_copy(ev);
+	}
+	jv_free(ev);
+	return 0;
+}
+
+static struct rs rs_state;
+
+/* Reads the run's journal: agent, options, spend and the last boundary. */
+static void resume_load(struct run *r)
+{
+	struct rs *s = &rs_state;
+	char path[PATH_MAX + 64];
+	cave_err e;
+	jv opts;
+	const char *dir;
+
+	if (!valid_id(r->o.resume))
+		cave_die(CAVE_EX_USAGE, "--resume: '%s' is not a run id", r->o.resume);
+	memset(s, 0, sizeof *s);
+	s->r = r;
+	s->start = s->last_req = s->outcome = s->budget = s->prior_resume = jv_null();
+	s->treqs = jv_array();
+	s->tres = jv_object();
+	r->cat = cave_catalog_load(r->o.catalog, &e);
+	r->rc = cave_receipt_new(r->cat);
+	snprintf(r->dir, sizeof r->dir, "%s/runs/%s", r->o.state, r->o.resume);
+	snprintf(path, sizeof path, "%s/events.ndjson", r->dir);
+	if (access(path, R_OK) < 0)
+		cave_die(CAVE_EX_USAGE, "--resume: no journal for run '%s' under '%s/runs':",
+			 r->o.resume, r->o.state);
+	if (cave_journal_read(path, resume_line, s, &e) < 0)
+		cave_die(CAVE_EX_DATA, "%s", e.msg);
+	if (jv_get_kind(s->start) != JV_KIND_OBJECT)
+		cave_die(CAVE_EX_DATA, "'%s': no run.start of cave run: nothing to resume", path);
+	snprintf(r->em.run, sizeof r->em.run, "%s", cave_jv_str(s->start, "run", ""));
+	snprintf(r->em.span, sizeof r->em.span, "%s", cave_jv_str(s->start, "span", ""));
+	opts = jv_object_get(jv_copy(s->start), jv_string("options"));
+	dir = cave_jv_str(opts, "agent_dir", NULL);
+	if (!dir)
+		cave_die(CAVE_EX_DATA, "'%s': run.start names no agent directory", path);
+	if (cave_agent_load(dir, &r->ag, &e) < 0)
+		cave_die(CAVE_EX_CONFIG, "%s", e.msg);
+	if (strcmp(r->ag.digest, cave_jv_str(s->start, "agent_digest", "")) != 0)
+		cave_warn("the agent definition changed since the run started; going on with "
+			  "the current one");
+	if (!r->o.max_usd && cave_jv_str(opts, "max_usd", NULL))
+		r->o.max_usd = cave_xstrdup(cave_jv_str(opts, "max_usd", NULL));
+	if (!r->o.max_tokens && cave_jv_str(opts, "max_tokens", NULL))
+		r->o.max_tokens = cave_xstrdup(cave_jv_str(opts, "max_tokens", NULL));
+	if (!r->o.max_tool_calls && cave_jv_str(opts, "max_tool_calls", NULL))
+		r->o.max_tool_calls = cave_xstrdup(cave_jv_str(opts, "max_tool_calls", NULL));
+	jv_free(opts);
+	snprintf(path, sizeof path, "%s/resume.json", r->dir);
+	s->prior_resume = read_json_file(path);
+	r->em.seq = s->seq;
+	r->ncalls = s->maxc;
+	r->ntools = s->maxt;
+}
+
+/* What is left of a budget after the journal's spend (and the worst case
+ * of calls whose outcome is unknown): the resumed ledger's cap. */
+static char *remaining(const char *max, double spent, double unknown_worst, bool usd)
+{
+	char out[64], *end;
+	double m = strtod(max, &end), left;
+	if (end == max || *end)
+		cave_die(CAVE_EX_DATA, "resume: bad budget '%s' in the journal", max);
+	left = m - spent - unknown_worst;
+	if (left < 0)
+		left = 0;
+	if (usd) {
+		int64_t pico = cave_receipt_pico(left);
+		char buf[32];
+		cave_usd_format(pico, buf);
+		snprintf(out, sizeof out, "%s", buf);
+	} else {
+		snprintf(out, sizeof out, "%lld", (long long)left);
+	}
+	return cave_xstrdup(out);
+}
+
+static void resume_open(struct run *r, const char *path)
+{
+	struct rs *s = &rs_state;
+	size_t torn = 0;
+	cave_err e;
+	jv rj = cave_receipt_jv(r->rc), side;
+	unsigned long unknown = cave_receipt_unknown_calls(r->rc);
+	double spent_usd = jv_number_value(jv_object_get(jv_copy(rj), jv_string("totalEstimatedUsd")));
+	double worst = 0;
+	bool usd = r->o.max_usd != NULL;
+	const char *max = usd ? r->o.max_usd : r->o.max_tokens;
+	long attempts;
+	char usdbuf[32];
+
+	if (cave_journal_open(&r->j, path, &torn, &e) < 0)
+		cave_die(CAVE_EX_IO, "%s", e.msg);
+	if (torn)
+		cave_warn("the journal ended in a torn line (%zu bytes, cut): the crash came "
+			  "while it was written", torn);
+	if (jv_get_kind(s->outcome) == JV_KIND_NULL && jv_get_kind(s->last_req) == JV_KIND_OBJECT &&
+	    jv_get_kind(s->budget) == JV_KIND_OBJECT) {
+		/* the held worst case of the unknown call stays booked */
+		double reserved = jv_number_value(jv_object_get(jv_copy(s->budget), jv_string("reserved")));
+		worst = reserved > 0 ? reserved : 0;
+	}
+	if (max) {
+		double spent = 0;
+		if (jv_get_kind(s->budget) == JV_KIND_OBJECT)
+			spent = jv_number_value(jv_object_get(jv_copy(s->budget), jv_string("spent")));
+		if (usd)
+			r->o.max_usd = remaining(max, spent, worst, true);
+		else
+			r->o.max_tokens = remaining(max, spent, worst, false);
+	}
+	if (jv_get_kind(s->prior_resume) == JV_KIND_OBJECT)
+		attempts = (long)cave_jv_int(s->prior_resume, "attempts", 1) + 1;
+	else
+		attempts = 2; /* the first run and this one */
+	side = jv_object();
+	side = jv_object_set(side, jv_string("run"), jv_string(r->em.run));
+	side = jv_object_set(side, jv_string("attempts"), jv_number((double)attempts));
+	side = jv_object_set(side, jv_string("prior_calls"), jv_number((double)s->maxc));
+	side = jv_object_set(side, jv_string("prior_estimated_usd"), jv_number(spent_usd));
+	side = jv_object_set(side, jv_string("unknown_calls"), jv_number((double)unknown));
+	side = jv_object_set(side, jv_string("possible_double_count"),
+			     unknown ? jv_true() : jv_false());
+	side = jv_object_set(side, jv_string("unknown_worst_case"), jv_number(worst));
+	if (max) {
+		side = jv_object_set(side, jv_string("budget_max"), jv_string(max));
+		side = jv_object_set(side, jv_string("budget_left"),
+				     jv_string(usd ? r->o.max_usd : r->o.max_tokens));
+	}
+	side = jv_object_set(side, jv_string("torn_bytes"), jv_number((double)torn));
+	side = jv_object_set(side, jv_string("ended_before"), s->ended ? jv_true() : jv_false());
+	{
+		char sp[PATH_MAX + 32];
+		snprintf(sp, sizeof sp, "%s/resume.json", r->dir);
+		if (write_json_file(sp, side) < 0)
+			cave_warn("cannot write '%s':", sp);
+	}
+	cave_warn("resuming run %s (attempt %ld): %lu prior call%s, %s USD booked%s", r->em.run,
+		  attempts, s->maxc, s->maxc == 1 ? "" : "s",
+		  cave_usd_format(cave_receipt_pico(spent_usd), usdbuf),
+		  unknown ? "; a call in flight at the crash has an unknown outcome and may "
+			    "have been billed: its spend may be counted twice" : "");
+	jv_free(rj);
+}
+
+static void resume_continue(struct run *r)
+{
+	struct rs *s = &rs_state;
+	jv msgs;
+	if (s->ended) {
+		cave_warn("run %s had already ended; its receipt is written again", r->em.run);
+		r->ended = r->end_back = true;
+		return;
+	}
+	if (jv_get_kind(s->last_req) != JV_KIND_OBJECT)
+		cave_die(CAVE_EX_DATA, "run %s never sent a call: start it again", r->em.run);
+	msgs = jv_object_get(jv_copy(s->last_req), jv_string("messages"));
+	jv_free(r->messages);
+	r->messages = msgs;
+	if (jv_get_kind(s->outcome) == JV_KIND_OBJECT &&
+	    strcmp(cave_jv_str(s->outcome, "type", ""), "call.response") == 0) {
+		jv content = jv_object_get(jv_copy(s->outcome), jv_string("content"));
+		jv uses = cave_turn_tool_uses(content);
+		int n = jv_array_length(jv_copy(uses));
+		if (jv_array_length(jv_copy(content)) > 0)
+			r->messages = jv_array_append(r->messages,
+						      cave_turn_message("assistant", jv_copy(content)));
+		jv_free(content);
+		if (n == 0) {
+			jv_free(uses);
+			finish(r, "complete");
+			return;
+		}
+		/* tools answered before the crash keep their results; the
+		 * others run again, except writes, which are never redone */
+		pending_clear(r);
+		for (int i = 0; i < n && r->npend < MAX_PENDING; i++) {
+			jv u = jv_array_get(jv_copy(uses), i);
+			const char *use_id = cave_jv_str(u, "id", "");
+			struct pending *p = &r->pend[r->npend++];
+			jv res = jv_invalid();
+			memset(p, 0, sizeof *p);
+			p->block = jv_invalid();
+			p->use_id = cave_xstrdup(use_id);
+			p->name = cave_xstrdup(cave_jv_str(u, "name", ""));
+			jv_array_foreach(jv_copy(s->treqs), k, t) {
+				(void)k;
+				if (strcmp(cave_jv_str(t, "call_id", ""), use_id) == 0) {
+					jv x = jv_object_get(jv_copy(s->tres), jv_string(cave_jv_str(t, "id", "")));
+					snprintf(p->id, sizeof p->id, "%s", cave_jv_str(t, "id", ""));
+					if (jv_get_kind(x) == JV_KIND_OBJECT) {
+						jv_free(res);
+						res = x;
+					} else {
+						jv_free(x);
+						if (strcmp(cave_jv_str(t, "effect", ""), "write") == 0) {
+							jv_free(res);
+							res = jv_null();
+						}
+					}
+				}
+				jv_free(t);
+			}
+			if (jv_get_kind(res) == JV_KIND_OBJECT) {
+				p->block = cave_turn_result_block(use_id, res);
+				p->done = true;
+			} else if (jv_get_kind(res) == JV_KIND_NULL) {
+				p->block = cave_turn_error_block(use_id, "[interrupted: this write "
+								 "tool was running at a crash; it is "
+								 "not run again]");
+				p->done = true;
+			} else {
+				const struct cave_agent_tool *t = cave_agent_tool(&r->ag, p->name);
+				jv input = jv_object_get(jv_copy(u), jv_string("input"));
+				if (!t || t->subagent_dir) {
+					p->block = cave_turn_error_block(use_id, "[unknown tool]");
+					p->done = true;
+				} else {
+					jv ev = cave_event_new("tool.request", SRC);
+					snprintf(p->id, sizeof p->id, "t%lu", ++r->ntools);
+					ev = jv_object_set(ev, jv_string("id"), jv_string(p->id));
+					ev = jv_object_set(ev, jv_string("call_id"), jv_string(use_id));
+					ev = jv_object_set(ev, jv_string("name"), jv_string(p->name));
+					ev = jv_object_set(ev, jv_string("input"), jv_copy(input));
+					ev = jv_object_set(ev, jv_string("effect"),
+							   jv_string(t->write ? "write" : "read"));
+					ev = jv_object_set(ev, jv_string("command"), jv_string(t->command));
+					ev = jv_object_set(ev, jv_string("workspace"),
+							   jv_string(r->o.workspace ? r->o.workspace : r->ag.dir));
+					ev = jv_object_set(ev, jv_string("timeout_ms"),
+							   jv_number((double)t->timeout_ms));
+					ev = jv_object_set(ev, jv_string("network"), jv_false());
+					ev = jv_object_set(ev, jv_string("sandbox"),
+							   jv_string(r->ag.sandbox_host ? "host" : "required"));
+					emit(r, ev, false);
+				}
+				jv_free(input);
+			}
+			jv_free(res);
+			jv_free(u);
+		}
+		jv_free(uses);
+		tools_done(r);
+		return;
+	}
+	/* no outcome (in flight at the crash: unknown) or a failure: the call
+	 * goes again under a new id */
+	send_call(r);
+}
+
+int main(int argc, char **argv)
+{
+	struct run r;
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigset_t block, old;
+	cave_err e;
+	char path[PATH_MAX + 32], input_digest[CAVE_SHA256_HEX];
+	struct cave_buf prompt;
+	jv start, opts, conv_meta = jv_null();
+	long epoch = 0;
+	int rc;
+
+	cave_set_prog(SRC);
+	memset(&r, 0, sizeof r);
+	r.conv_lock = -1;
+	r.messages = jv_array();
+	r.prior = jv_null();
+	r.sigs = jv_array();
+	cave_buf_init(&r.answer, CAVE_EVENT_MAX / 4);
+	parse_opts(&r, argc, argv);
+	cave_emitter_init(&r.em, SRC);
+
+	if (r.o.resume) {
+		if (optind < argc)
+			cave_die(CAVE_EX_USAGE, "--resume takes no agent or prompt");
+		resume_load(&r);
+	} else {
+		if (argc - optind < 2) {
+			fputs(usage, stderr);
+			return CAVE_EX_USAGE;
+		}
+		if (cave_agent_load(argv[optind], &r.ag, &e) < 0)
+			cave_die(CAVE_EX_CONFIG, "%s", e.msg);
+	}
+	if (!r.rc) {
+		r.cat = cave_catalog_load(r.o.catalog, &e);
+		if (!r.cat)
+			cave_warn("%s; every call is unpriced", e.msg);
+		r.rc = cave_receipt_new(r.cat);
+	}
+	r.final = cave_sha256_new();
+
+	cave_buf_init(&prompt, CAVE_EVENT_MAX / 4);
+	if (!r.o.resume) {
+		for (int i = optind + 1; i < argc; i++) {
+			if (strcmp(argv[i], "-") == 0) {
+				char *s = read_all_stdin();
+				cave_buf_adds(&prompt, s);
+				free(s);
+			} else {
+				if (prompt.len)
+					cave_buf_addc(&prompt, ' ');
+				if (cave_buf_adds(&prompt, argv[i]) < 0)
+					cave_die(CAVE_EX_USAGE, "prompt too long");
+			}
+		}
+		if (!prompt.len)
+			cave_die(CAVE_EX_USAGE, "empty prompt");
+		cave_uuid4(r.em.run);
+		cave_span_id(r.em.span);
+		if (r.o.conversation)
+			epoch = conv_open(&r, &conv_meta);
+	}
+	snprintf(r.dir, sizeof r.dir, "%s/runs/%s", r.o.state, r.em.run);
+	if (cave_mkdirs(r.dir, &e) < 0)
+		cave_die(CAVE_EX_IO, "%s", e.msg);
+	snprintf(path, sizeof path, "%s/events.ndjson", r.dir);
+
+	/* signals: held until the loop waits, so none is lost in between */
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigprocmask(SIG_BLOCK, &block, &old);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+
+	if (r.o.resume) {
+		resume_open(&r, path);
+	} else {
+		if (cave_journal_open(&r.j, path, NULL, &e) < 0)
+			cave_die(CAVE_EX_IO, "%s", e.msg);
+	}
+	build_ring(&r);
+	cave_io_init(&r.rin, r.ring.from_ring, -1);
+	r.rin.in_name = "ring";
+	cave_io_init(&r.rout, -1, r.ring.to_ring);
+	cave_io_init(&r.out, -1, STDOUT_FILENO);
+
+	if (r.o.resume) {
+		resume_continue(&r);
+	} else {
+		cave_sha256_hex(prompt.data, prompt.len, input_digest);
+		opts = jv_object();
+		opts = jv_object_set(opts, jv_string("agent_dir"), jv_string(r.ag.dir));
+		if (r.o.max_usd)
+			opts = jv_object_set(opts, jv_string("max_usd"), jv_string(r.o.max_usd));
+		if (r.o.max_tokens)
+			opts = jv_object_set(opts, jv_string("max_tokens"), jv_string(r.o.max_tokens));
+		opts = jv_object_set(opts, jv_string("max_calls"), jv_string(r.o.max_calls));
+		if (r.o.max_tool_calls)
+			opts = jv_object_set(opts, jv_string("max_tool_calls"), jv_string(r.o.max_tool_calls));
+		if (r.o.conversation) {
+			opts = jv_object_set(opts, jv_string("conversation"), jv_string(r.o.conversation));
+			opts = jv_object_set(opts, jv_string("cache_epoch"), jv_number((double)epoch));
+		}
+		opts = jv_object_set(opts, jv_string("filters"), jv_number(r.o.nfilters));
+		start = cave_event_new("run.start", SRC);
+		start = jv_object_set(start, jv_string("agent"), jv_string(r.ag.id));
+		start = jv_object_set(start, jv_string("agent_digest"), jv_string(r.ag.digest));
+		start = jv_object_set(start, jv_string("input_digest"), jv_string(input_digest));
+		if (r.cat)
+			start = jv_object_set(start, jv_string("catalog_digest"),
+					      jv_string(cave_catalog_digest(r.cat)));
+		start = jv_object_set(start, jv_string("options"), opts);
+		emit(&r, start, false);
+		r.messages = jv_array_append(r.messages,
+					     cave_turn_message("user", jv_string_sized(prompt.data,
+										      (int)prompt.len)));
+		send_call(&r);
+	}
+
+	if (loop(&r, &old) < 0 && !r.sig) {
+		cave_ring_signal(&r.ring, SIGTERM);
+		close_ring(&r);
+	}
+	close_ring(&r);
+	if (cave_ring_reap(&r.ring, DRAIN_MS) > 0) {
+		cave_ring_signal(&r.ring, SIGKILL);
+		cave_ring_reap(&r.ring, -1);
+	}
+	if (!r.ended) {
+		/* an abort, or a ring that ended early: the end goes to the journal */
+		if (!r.sig && !r.exit_code) {
+			const struct cave_ring_member *m = cave_ring_failed(&r.ring);
+			cave_warn("the ring closed before the run ended%s%s",
+				  m ? ": " : "", m ? cave_ring_name(m) : "");
+			fail(&r, CAVE_EX_SOFTWARE, "ring_closed");
+		} else if (r.sig > 0) {
+			fail(&r, 128 + r.sig, "aborted");
+		}
+		r.ended = true;
+		if (!r.o.events && !r.out_nl && r.answer.len)
+			print_text(&r, "\n", 1);
+		end_event(&r);
+	} else if (r.sig > 0 && !r.exit_code) {
+		/* a signal after the end: the run is complete */
+	}
+	rc = finish_run(&r);
+	if (r.conv_lock >= 0)
+		conv_close(&r, conv_meta, rc == 0 && !r.error[0] && !r.sig);
+	else
+		jv_free(conv_meta);
+	if (r.sig > 0)
+		rc = 128 + r.sig;
+	cave_buf_free(&prompt);
+	return rc;
+}
