@@ -14,6 +14,7 @@ static const char usage[] =
 	"usage: cave VERB [ARGS...]\n"
 	"\n"
 	"verbs:\n"
+	"  run       run an agent: the ring, the tool loop, journal and receipt\n"
 	"  request   turn a prompt into run.start and call.request events\n"
 	"  call      perform model calls (cave-call filter)\n"
 	"  receipt   fold events into a receipt (cave-receipt filter)\n"
