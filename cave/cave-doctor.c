@@ -17,7 +17,8 @@ static _Noreturn void usage(int code)
 	fprintf(code ? stderr : stdout,
 		"usage: cave doctor [--json]\n"
 		"Reports the kernel's containment features (Landlock, namespaces,\n"
-		"seccomp) and what required sandbox mode does on this machine.\n");
+		"seccomp), what required sandbox mode does on this machine, and\n"
+		"whether network: true tools can be served (slirp4netns, /dev/net/tun).\n");
 	exit(code);
 }
 
@@ -29,11 +30,12 @@ static const char *yes(bool b)
 int main(int argc, char **argv)
 {
 	struct cave_kernel k;
+	struct cave_net net;
 	struct cave_policy *pol = cave_xcalloc(1, sizeof *pol);
 	struct cave_fs_view *view = cave_xcalloc(1, sizeof *view);
 	char ppath[4096] = "", fpath[4096] = "";
 	const char *perr = NULL;
-	bool json = false, ok;
+	bool json = false, ok, net_ok;
 	cave_err e;
 	int rc;
 
@@ -47,6 +49,7 @@ int main(int argc, char **argv)
 			usage(CAVE_EX_USAGE);
 	}
 	cave_kernel_probe(&k);
+	cave_net_probe(&net, "slirp4netns");
 	if (cave_data_path("sandbox/default.policy", ppath, sizeof ppath) != 0 ||
 	    cave_data_path("sandbox/fs.policy", fpath, sizeof fpath) != 0)
 		perr = "cannot find the sandbox policies (sandbox/default.policy, sandbox/fs.policy)";
@@ -55,8 +58,9 @@ int main(int argc, char **argv)
 		 (k.seccomp && cave_policy_compile(pol, k.seccomp_notify, &e) != 0))
 		perr = e.msg;
 	ok = !k.missing[0] && !perr;
+	net_ok = ok && !net.missing[0];
 	if (json) {
-		jv o = jv_object(), ll = jv_object();
+		jv o = jv_object(), ll = jv_object(), nw = jv_object();
 
 		o = jv_object_set(o, jv_string("kernel"), jv_string(k.release));
 		ll = jv_object_set(ll, jv_string("abi"), jv_number(k.landlock_abi));
@@ -75,6 +79,13 @@ int main(int argc, char **argv)
 				  jv_string(ok ? "available" : "refuses"));
 		o = jv_object_set(o, jv_string("missing"),
 				  k.missing[0] ? jv_string(k.missing) : jv_null());
+		nw = jv_object_set(nw, jv_string("available"), jv_bool(net_ok));
+		nw = jv_object_set(nw, jv_string("slirp4netns"),
+				   net.slirp[0] ? jv_string(net.slirp) : jv_null());
+		nw = jv_object_set(nw, jv_string("tun"), jv_bool(net.tun));
+		nw = jv_object_set(nw, jv_string("missing"),
+				   net.missing[0] ? jv_string(net.missing) : jv_null());
+		o = jv_object_set(o, jv_string("network"), nw);
 		o = jv_dump_string(o, 0);
 		printf("%s\n", jv_string_value(o));
 		jv_free(o);
@@ -106,8 +117,15 @@ int main(int argc, char **argv)
 		else
 			printf("required mode      refuses every tool: missing %s\n",
 			       perr ? perr : k.missing);
-		printf("network: true      refused in required mode (host loopback "
-		       "cannot be kept out without a user-mode network stack)\n");
+		if (net_ok)
+			printf("network: true      served: %s over /dev/net/tun gives the tool "
+			       "its own network (10.0.2.100), never the host's loopback\n",
+			       net.slirp);
+		else if (net.missing[0])
+			printf("network: true      refused in required mode: missing %s\n",
+			       net.missing);
+		else
+			printf("network: true      refused, as every tool in required mode\n");
 		printf("host mode          no containment; only on explicit opt-in\n");
 	}
 	rc = ok ? 0 : CAVE_EX_NO;

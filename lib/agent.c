@@ -14,6 +14,7 @@
 #include "agent.h"
 #include "buf.h"
 #include "catalog.h"
+#include "ledger.h"
 #include "proto.h"
 #include "yaml.h"
 
@@ -23,7 +24,7 @@ static const char *const top_keys[] = {
 };
 static const char *const tool_keys[] = {
 	"name", "description", "input_schema", "effect", "command",
-	"timeout_ms", NULL,
+	"timeout_ms", "allow_repeat", "network", NULL,
 };
 static const char *const sub_keys[] = {
 	"name", "description", "agent", "input_schema", "max_cost_usd",
@@ -169,7 +170,7 @@ static int usd_pico(jv v, int64_t *out)
 	if (jv_get_kind(v) != JV_KIND_NUMBER || jv_number_value(v) < 0)
 		return -1;
 	s = jv_dump_string(jv_copy(v), 0);
-	ret = cave_decimal_parse(jv_string_value(s), 12, out);
+	ret = cave_amount_parse(CAVE_DENOM_USD, jv_string_value(s), out); /* 1e-06 too */
 	jv_free(s);
 	return ret;
 }
@@ -248,6 +249,21 @@ static int load_tool(jv t, bool sub, size_t i, const char *name, const char *dir
 			goto out;
 		}
 		out->timeout_ms = n;
+		v = member(t, "allow_repeat");
+		if (jv_is_valid(v) && jv_get_kind(v) != JV_KIND_TRUE && jv_get_kind(v) != JV_KIND_FALSE) {
+			cave_errf(e, "agent", "%s: %sallow_repeat: expected true or false", name, where);
+			goto out;
+		}
+		out->allow_repeat = jv_get_kind(v) == JV_KIND_TRUE;
+		jv_free(v);
+		v = member(t, "network");
+		if (jv_is_valid(v) && jv_get_kind(v) != JV_KIND_TRUE && jv_get_kind(v) != JV_KIND_FALSE) {
+			cave_errf(e, "agent", "%s: %snetwork: expected true or false", name, where);
+			goto out;
+		}
+		out->network = jv_get_kind(v) == JV_KIND_TRUE;
+		jv_free(v);
+		v = jv_invalid();
 	} else {
 		char joined[PATH_MAX], real[PATH_MAX];
 		if (get_str(t, "agent", &target) < 0 || !target) {
@@ -515,7 +531,10 @@ static int collect(const char *root, const char *rel, struct walk *w, cave_err *
 			cave_errf(e, "agent", "path too long under '%.200s'", root);
 			goto out;
 		}
-		snprintf(full, sizeof full, "%s/%s", root, sub);
+		if ((size_t)snprintf(full, sizeof full, "%s/%s", root, sub) >= sizeof full) {
+			cave_errf(e, "agent", "path too long under '%.200s'", root);
+			goto out;
+		}
 		if (lstat(full, &st) < 0) {
 			cave_errf(e, "agent", "cannot stat '%.200s': %s", full, strerror(errno));
 			goto out;

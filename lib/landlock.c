@@ -108,7 +108,8 @@ static int rule(int rfd, const char *path, uint64_t access)
 
 int cave_landlock_enforce(int abi, const struct cave_fs_view *view,
 			  const char *const *extra_read,
-			  const char *const *extra_write, const char **what)
+			  const char *const *extra_write, bool tcp_connect,
+			  const char **what)
 {
 	struct ll_attr attr;
 	size_t attr_size = sizeof attr.handled_access_fs;
@@ -118,8 +119,10 @@ int cave_landlock_enforce(int abi, const struct cave_fs_view *view,
 	memset(&attr, 0, sizeof attr);
 	attr.handled_access_fs = handled_fs(abi);
 	if (abi >= 4) {
-		/* no rule grants a port: no TCP bind or connect at all */
-		attr.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
+		/* no rule grants a port: no TCP bind at all, and no TCP connect
+		 * unless the tool has a network of its own (network: true) */
+		attr.handled_access_net = LL_NET_BIND_TCP |
+					  (tcp_connect ? 0 : LL_NET_CONNECT_TCP);
 		attr_size = offsetof(struct ll_attr, scoped);
 	}
 	if (abi >= 6) {

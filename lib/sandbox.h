@@ -104,13 +104,14 @@ int cave_landlock_abi(void);
 /* Builds and enforces a ruleset on the calling thread (no_new_privs must be
  * set): read (and execute) beneath every entry of view and beneath each
  * extra read path, write beneath view's rw entries and each extra write
- * path; no TCP bind or connect (ABI >= 4); no signals or abstract sockets
- * out of the domain (ABI >= 6). Returns 0, or -1 with *what naming the
- * step that failed (errno set). Only async-signal-safe calls: it runs in a
- * freshly cloned child. */
+ * path; no TCP bind, and no TCP connect unless tcp_connect (ABI >= 4); no
+ * signals or abstract sockets out of the domain (ABI >= 6). Returns 0, or
+ * -1 with *what naming the step that failed (errno set). Only
+ * async-signal-safe calls: it runs in a freshly cloned child. */
 int cave_landlock_enforce(int abi, const struct cave_fs_view *view,
 			  const char *const *extra_read,
-			  const char *const *extra_write, const char **what);
+			  const char *const *extra_write, bool tcp_connect,
+			  const char **what);
 
 /* ---- kernel probe (lib/sandbox_probe.c) --------------------------------- */
 struct cave_kernel {
@@ -124,6 +125,29 @@ struct cave_kernel {
 };
 /* Probes what the kernel offers; forks short-lived children to try. */
 void cave_kernel_probe(struct cave_kernel *k);
+
+/* ---- user-mode network (lib/sandbox_net.c) -----------------------------
+ * A tool that declares network: true gets, in required mode, a network of
+ * its own through slirp4netns run on the host side against the tool's
+ * network namespace: tap0 10.0.2.100/24, gateway 10.0.2.2, DNS 10.0.2.3,
+ * and never the host's loopback (--disable-host-loopback). */
+struct cave_net {
+	char slirp[4096];   /* the slirp4netns found, "" when none */
+	bool tun;           /* /dev/net/tun is a character device we may open */
+	char missing[256];  /* what network: true lacks here, "" when nothing */
+};
+/* Finds name (a path when it holds a '/', else searched in PATH) and
+ * checks /dev/net/tun. */
+void cave_net_probe(struct cave_net *n, const char *name);
+/* Forks slirp4netns for the network namespace of target (joined through
+ * its user namespace: target must stay dumpable until slirp4netns reports
+ * ready) with exit_rd as its --exit-fd and ready_wr as its --ready-fd;
+ * its stderr goes to a new capped log in *log_fd (the caller closes it).
+ * Returns its pid, or -1 with e set. */
+pid_t cave_net_start(const char *slirp, pid_t target, int exit_rd, int ready_wr,
+		     int *log_fd, cave_err *e);
+/* The last line of that log, printable, into buf ("" when none). */
+void cave_net_log_tail(int log_fd, char *buf, size_t n);
 
 /* ---- pids cgroup (lib/sandbox_cgroup.c) -------------------------------- */
 /* Makes a child pids cgroup of this process's own with pids.max set; the
@@ -175,6 +199,7 @@ struct cave_sbx_spec {
 	const struct cave_fs_view *view;   /* required mode */
 	int landlock_abi;
 	const char *scratch_parent; /* where the private HOME/TMPDIR is made */
+	const char *slirp;      /* slirp4netns, for network in required mode */
 };
 
 /* What the supervisor inside the sandbox tells the parent at its end. */
@@ -203,6 +228,8 @@ struct cave_sbx_proc {
 	char scratch[256];  /* host-side mount point of the private tmpfs */
 	char cgroup[1280];  /* the pids cgroup, "" when none */
 	bool host;
+	pid_t net_pid;      /* slirp4netns, 0 when the tool has no network */
+	int net_log;        /* its stderr (cave_net_log_tail), -1 when none */
 };
 
 /* Starts the tool. Returns 0, or -1 with e set when the sandbox could not
@@ -213,9 +240,13 @@ int cave_sbx_spawn(const struct cave_sbx_spec *s, struct cave_sbx_proc *p,
 /* Kills the whole tool tree (the namespace, or the process group in host
  * mode). Safe to call more than once. */
 void cave_sbx_kill(struct cave_sbx_proc *p);
-/* Reaps the supervisor, removes the scratch mount point and closes what is
- * left open; *status is the supervisor's own wait status. */
+/* Reaps the supervisor, kills slirp4netns, removes the scratch mount point
+ * and closes what is left open; *status is the supervisor's own wait
+ * status. A slirp4netns not gone yet is left for cave_sbx_reap. */
 void cave_sbx_finish(struct cave_sbx_proc *p, int *status);
+/* Reaps the slirp4netns processes cave_sbx_finish left; with wait, blocks
+ * until they are all gone (call it before exiting). */
+void cave_sbx_reap(bool wait);
 
 /* Resolves the workspace (realpath, must be a directory, never "/") and
  * the command (absolute, or relative to the workspace and then never out

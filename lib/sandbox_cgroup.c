@@ -98,7 +98,10 @@ int cave_cgroup_make(long pids_max, char *path, size_t n)
 	if ((size_t)snprintf(path, n, "%s/cave-sandbox.%ld.%u", base,
 			     (long)getpid(), seq++) >= n)
 		return -1;
-	if (mkdir(path, 0700) != 0)
+	/* EEXIST: left by a killed cave-sandbox that had our PID (no live
+	 * process has it); rmdir only takes it when it has no members */
+	if (mkdir(path, 0700) != 0 &&
+	    (errno != EEXIST || rmdir(path) != 0 || mkdir(path, 0700) != 0))
 		return -1;
 	snprintf(file, sizeof file, "%s/pids.max", path);
 	snprintf(val, sizeof val, "%ld", pids_max);

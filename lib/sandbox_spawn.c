@@ -1,10 +1,11 @@
 /* sandbox_spawn.c: starts one tool contained. The parent clones a
  * supervisor into fresh user, mount, PID, IPC, UTS, network and cgroup
- * namespaces; the supervisor (PID 1 there) mounts a private /proc and
- * tmpfs, drops every capability, sets no_new_privs, enforces Landlock and
- * the seccomp policy, forks the tool into its own session with rlimits and
- * the allow-listed environment, answers seccomp notifications, and reports
- * back. When the supervisor dies the kernel kills everything left in the
+ * namespaces (and, for network: true, starts slirp4netns against them,
+ * which the supervisor waits for); the supervisor (PID 1 there) mounts a
+ * private /proc and tmpfs, drops every capability, sets no_new_privs,
+ * enforces Landlock and the seccomp policy, forks the tool into its own
+ * session with rlimits and the allow-listed environment, answers seccomp
+ * notifications, and reports back. When the supervisor dies the kernel kills everything left in the
  * PID namespace. Nothing here inspects what a tool does: the kernel
  * refuses, and any step the kernel cannot do fails the spawn (fail closed). */
 #include <errno.h>
@@ -34,6 +35,10 @@
 
 #define NS_FLAGS (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | \
 		  CLONE_NEWUTS | CLONE_NEWNET | CLONE_NEWCGROUP)
+/* How long the supervisor waits for slirp4netns to bring tap0 up. */
+#define NET_READY_MS 10000
+/* slirp4netns processes killed but not reaped yet (see cave_sbx_reap). */
+#define MAX_REAP 256
 
 void cave_sbx_limits_default(struct cave_sbx_limits *l)
 {
@@ -50,6 +55,8 @@ void cave_sbx_limits_default(struct cave_sbx_limits *l)
 struct sup {
 	const struct cave_sbx_spec *s;
 	int sync_rd, report_wr, out_wr, in_fd;
+	int ready_rd;           /* slirp4netns's --ready-fd, -1 without network */
+	int exit_wr;            /* held open: slirp4netns's --exit-fd ends with us */
 	char **envp;
 	const char *scratch;
 	char home[300], tmp[300];
@@ -92,6 +99,25 @@ static int set_limit(int res, long v, long extra)
 	return setrlimit(res, &rl);
 }
 
+/* The tool's own /etc/resolv.conf names slirp4netns's DNS forwarder: the
+ * host's may name a resolver on its loopback, out of the tool's reach. The
+ * file is unlinked once bound, so only the read-only view is left. */
+static void bind_resolv_conf(struct sup *u)
+{
+	static const char text[] = "nameserver 10.0.2.3\n";
+	char path[320];
+	int fd;
+
+	snprintf(path, sizeof path, "%s/resolv.conf", u->scratch);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	if (fd < 0 || write(fd, text, sizeof text - 1) != (ssize_t)(sizeof text - 1))
+		sup_fail(u, "network: write resolv.conf");
+	close(fd);
+	if (mount(path, "/etc/resolv.conf", NULL, MS_BIND, NULL) != 0 && errno != ENOENT)
+		sup_fail(u, "network: bind /etc/resolv.conf");
+	unlink(path);
+}
+
 static int mount_private(struct sup *u)
 {
 	char opts[96];
@@ -106,13 +132,15 @@ static int mount_private(struct sup *u)
 		sup_fail(u, "mount namespace: mount the private tmpfs");
 	if (mkdir(u->home, 0700) != 0 || mkdir(u->tmp, 0700) != 0)
 		sup_fail(u, "mount namespace: make HOME and TMPDIR");
+	if (u->s->network)
+		bind_resolv_conf(u);
 	return 0;
 }
 
 static void contain(struct sup *u)
 {
 	const struct cave_sbx_spec *s = u->s;
-	const char *rd[3] = { NULL, NULL, NULL }, *wr[3] = { NULL, NULL, NULL };
+	const char *rd[4] = { NULL, NULL, NULL, NULL }, *wr[3] = { NULL, NULL, NULL };
 	const char *what = NULL;
 	size_t nr = 0, nw = 0;
 
@@ -130,12 +158,14 @@ static void contain(struct sup *u)
 		wr[nw++] = s->workspace;
 	else
 		rd[nr++] = s->workspace;
+	if (s->network)
+		rd[nr++] = "/etc/resolv.conf"; /* the bound file, wherever it links */
 	wr[nw++] = u->scratch;
 	if (s->landlock_abi < 1) {
 		errno = ENOSYS;
 		sup_fail(u, "landlock: not offered by the kernel");
 	}
-	if (cave_landlock_enforce(s->landlock_abi, s->view, rd, wr, &what) != 0)
+	if (cave_landlock_enforce(s->landlock_abi, s->view, rd, wr, s->network, &what) != 0)
 		sup_fail(u, what ? what : "landlock");
 }
 
@@ -157,6 +187,28 @@ static int load_seccomp(struct sup *u)
 	if (fd < 0)
 		sup_fail(u, "seccomp: load the policy filter");
 	return p->notify ? (int)fd : -1;
+}
+
+/* Waits for slirp4netns to report tap0 configured: the tool never starts
+ * before its network is there. Nothing is contained yet (fails report). */
+static void wait_network(struct sup *u)
+{
+	struct pollfd pf = { u->ready_rd, POLLIN, 0 };
+	char c = 0;
+	int rc;
+
+	if (u->ready_rd < 0)
+		return;
+	while ((rc = poll(&pf, 1, NET_READY_MS)) < 0 && errno == EINTR)
+		;
+	if (rc == 0)
+		errno = ETIMEDOUT;
+	else if (rc > 0 && (read(u->ready_rd, &c, 1) != 1 || c != '1'))
+		errno = ENETDOWN;
+	if (c != '1')
+		sup_fail(u, "network: slirp4netns did not bring the interface up");
+	close(u->ready_rd);
+	u->ready_rd = -1;
 }
 
 static _Noreturn void run_tool(struct sup *u, int err_wr)
@@ -263,6 +315,9 @@ static _Noreturn void supervise(struct sup *u)
 		if (s->policy && s->policy->notify &&
 		    seccomp_notify_alloc(&req, &resp) != 0)
 			sup_fail(u, "seccomp: allocate notifications");
+		/* before contain() makes us undumpable: slirp4netns opens our
+		 * /proc/PID/ns files until it is ready */
+		wait_network(u);
 		contain(u);
 		nfd = load_seccomp(u);
 	}
@@ -356,18 +411,19 @@ int cave_sbx_spawn(const struct cave_sbx_spec *s, struct cave_sbx_proc *p,
 {
 	struct sup u;
 	int out[2] = { -1, -1 }, rep[2] = { -1, -1 }, sync[2] = { -1, -1 };
+	int ready[2] = { -1, -1 }, netexit[2] = { -1, -1 };
 	int ret = -1;
-	bool req = s->mode == CAVE_SBX_REQUIRED;
+	bool req = s->mode == CAVE_SBX_REQUIRED, net = req && s->network;
 	char map[64];
 	long pid;
 
 	memset(p, 0, sizeof *p);
 	memset(&u, 0, sizeof u);
 	p->pid = -1;
-	p->out_fd = p->report_fd = -1;
+	p->out_fd = p->report_fd = p->net_log = -1;
 	p->host = !req;
 	u.s = s;
-	u.in_fd = -1;
+	u.in_fd = u.ready_rd = u.exit_wr = -1;
 	if (req) {
 		if ((size_t)snprintf(p->scratch, sizeof p->scratch,
 				     "%s/cave-sandbox.XXXXXX", s->scratch_parent) >=
@@ -399,6 +455,14 @@ int cave_sbx_spawn(const struct cave_sbx_spec *s, struct cave_sbx_proc *p,
 			  strerror(errno));
 		goto out;
 	}
+	if (net && (!s->slirp || pipe2(ready, O_CLOEXEC) != 0 ||
+		    pipe2(netexit, O_CLOEXEC) != 0)) {
+		cave_errf(e, "cave_sandbox_unavailable", "network: %s",
+			  s->slirp ? strerror(errno) : "no slirp4netns to run");
+		goto out;
+	}
+	u.ready_rd = ready[0];
+	u.exit_wr = netexit[1];
 	u.sync_rd = sync[0];
 	u.report_wr = rep[1];
 	u.out_wr = out[1];
@@ -414,6 +478,11 @@ int cave_sbx_spawn(const struct cave_sbx_spec *s, struct cave_sbx_proc *p,
 		close(sync[1]);
 		close(out[0]);
 		close(rep[0]);
+		if (net) {
+			/* slirp4netns's ends: when they close, it sees it */
+			close(ready[1]);
+			close(netexit[0]);
+		}
 		supervise(&u);
 	}
 	p->pid = (pid_t)pid;
@@ -436,6 +505,14 @@ int cave_sbx_spawn(const struct cave_sbx_spec *s, struct cave_sbx_proc *p,
 			goto out;
 		}
 	}
+	if (net) {
+		p->net_pid = cave_net_start(s->slirp, p->pid, netexit[0], ready[1],
+					    &p->net_log, e);
+		if (p->net_pid < 0) {
+			p->net_pid = 0;
+			goto out;
+		}
+	}
 	if (write(sync[1], "g", 1) != 1) {
 		cave_errf(e, "cave_sandbox_unavailable", "the supervisor went away");
 		goto out;
@@ -450,6 +527,15 @@ out:
 		waitpid(p->pid, NULL, 0);
 		p->pid = -1;
 	}
+	if (ret != 0 && p->net_pid > 0) {
+		kill(p->net_pid, SIGKILL);
+		waitpid(p->net_pid, NULL, 0);
+		p->net_pid = 0;
+	}
+	if (ret != 0 && p->net_log >= 0) {
+		close(p->net_log);
+		p->net_log = -1;
+	}
 	if (ret != 0 && p->scratch[0])
 		rmdir(p->scratch);
 	if (ret != 0 && p->cgroup[0])
@@ -461,6 +547,10 @@ out:
 			close(rep[i]);
 		if (sync[i] >= 0)
 			close(sync[i]);
+		if (ready[i] >= 0)
+			close(ready[i]);
+		if (netexit[i] >= 0)
+			close(netexit[i]);
 	}
 	if (u.in_fd >= 0)
 		close(u.in_fd);
@@ -479,6 +569,40 @@ void cave_sbx_kill(struct cave_sbx_proc *p)
 	kill(p->pid, SIGKILL);
 }
 
+/* A killed slirp4netns takes a while to go (tearing tap0 down waits for
+ * an RCU grace period, some 25 ms): it is reaped later, so that the
+ * tool's result does not wait for it. */
+static pid_t reap_later[MAX_REAP];
+
+void cave_sbx_reap(bool wait)
+{
+	for (int i = 0; i < MAX_REAP; i++) {
+		pid_t w;
+
+		if (reap_later[i] <= 0)
+			continue;
+		while ((w = waitpid(reap_later[i], NULL, wait ? 0 : WNOHANG)) < 0 &&
+		       errno == EINTR)
+			;
+		if (w != 0)
+			reap_later[i] = 0;
+	}
+}
+
+static void reap_net(pid_t pid)
+{
+	kill(pid, SIGKILL); /* its --exit-fd closed with the supervisor already */
+	if (waitpid(pid, NULL, WNOHANG) != 0)
+		return;
+	for (int i = 0; i < MAX_REAP; i++)
+		if (reap_later[i] <= 0) {
+			reap_later[i] = pid;
+			return;
+		}
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
 void cave_sbx_finish(struct cave_sbx_proc *p, int *status)
 {
 	int st = 0;
@@ -490,6 +614,12 @@ void cave_sbx_finish(struct cave_sbx_proc *p, int *status)
 	}
 	if (status)
 		*status = st;
+	if (p->net_pid > 0)
+		reap_net(p->net_pid);
+	p->net_pid = 0;
+	if (p->net_log >= 0)
+		close(p->net_log);
+	p->net_log = -1;
 	if (p->out_fd >= 0)
 		close(p->out_fd);
 	if (p->report_fd >= 0)

@@ -41,7 +41,7 @@ struct job {
 
 struct opts {
 	enum cave_sbx_mode mode;
-	const char *policy_path, *fs_path, *store;
+	const char *policy_path, *fs_path, *store, *slirp;
 	size_t inline_max, keep_max;
 	long timeout_ms;
 	long jobs;
@@ -55,6 +55,7 @@ struct state {
 	struct cave_policy *policy;
 	struct cave_fs_view *view;
 	struct cave_kernel k;
+	struct cave_net net;    /* what network: true tools get */
 	struct job jobs[MAX_JOBS];
 	jv pending;             /* requests waiting for a free slot */
 	int running;
@@ -82,6 +83,7 @@ static _Noreturn void usage(int code)
 		"                    [--store DIR] [--inline-max BYTES] [--keep-max BYTES]\n"
 		"                    [--timeout-ms N] [--jobs N] [--cpu-sec N] [--mem-mb N]\n"
 		"                    [--fsize-mb N] [--nofile N] [--nproc N] [--tmp-mb N]\n"
+		"                    [--slirp4netns PROGRAM]\n"
 		"Reads events on stdin; runs each tool.request contained and writes a\n"
 		"tool.result after it; passes every other event through.\n");
 	exit(code);
@@ -107,7 +109,8 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		{"store", 1, 0, 's'}, {"inline-max", 1, 0, 'i'}, {"keep-max", 1, 0, 'k'},
 		{"timeout-ms", 1, 0, 't'}, {"jobs", 1, 0, 'j'}, {"cpu-sec", 1, 0, 'C'},
 		{"mem-mb", 1, 0, 'M'}, {"fsize-mb", 1, 0, 'F'}, {"nofile", 1, 0, 'N'},
-		{"nproc", 1, 0, 'P'}, {"tmp-mb", 1, 0, 'T'}, {"help", 0, 0, 'h'},
+		{"nproc", 1, 0, 'P'}, {"tmp-mb", 1, 0, 'T'}, {"slirp4netns", 1, 0, 'S'},
+		{"help", 0, 0, 'h'},
 		{0, 0, 0, 0}
 	};
 	int c;
@@ -115,6 +118,7 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 	memset(o, 0, sizeof *o);
 	o->mode = CAVE_SBX_REQUIRED;
 	o->store = ".caveman/blobs";
+	o->slirp = "slirp4netns";
 	o->inline_max = 32768;
 	o->keep_max = (size_t)64 << 20;
 	o->timeout_ms = 30000;
@@ -144,6 +148,7 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 		case 'N': o->lim.nofile = num("--nofile", optarg, 16, 1L << 20); break;
 		case 'P': o->lim.nproc = num("--nproc", optarg, 2, 1L << 20); break;
 		case 'T': o->lim.tmp_mb = num("--tmp-mb", optarg, 1, 1L << 20); break;
+		case 'S': o->slirp = optarg; break;
 		case 'h': usage(0);
 		default: usage(CAVE_EX_USAGE);
 		}
@@ -254,6 +259,19 @@ static bool ancestry_required(jv req)
 	return found || strcmp(cave_jv_str(req, "sandbox_parent", ""), "required") == 0;
 }
 
+/* Reads the request's network (req borrowed) into *network; absent or
+ * null is false. Returns false when it is there and not a boolean. */
+static bool network_flag(jv req, bool *network)
+{
+	jv v = jv_object_get(jv_copy(req), jv_string("network"));
+	jv_kind k = jv_get_kind(v);
+
+	jv_free(v);
+	*network = k == JV_KIND_TRUE;
+	return k == JV_KIND_TRUE || k == JV_KIND_FALSE || k == JV_KIND_NULL ||
+	       k == JV_KIND_INVALID;
+}
+
 /* Starts req (consumed) in slot j, or answers it with a refusal. */
 static void start(struct state *st, struct job *j, jv req)
 {
@@ -291,12 +309,8 @@ static void start(struct state *st, struct job *j, jv req)
 		refuse(st, req, "cave_sandbox_aborted", "aborted before the tool started");
 		goto out;
 	}
-	s.network = cave_jv_bool(req, "network", false);
-	if (s.mode == CAVE_SBX_REQUIRED && s.network) {
-		refuse(st, req, "cave_sandbox_unavailable",
-		       "network: true in required mode needs a user-mode network "
-		       "stack that keeps the host's loopback out; none is offered, "
-		       "so the tool does not run");
+	if (!network_flag(req, &s.network)) {
+		refuse(st, req, "cave_sandbox_bad_request", "network must be true or false");
 		goto out;
 	}
 	if (s.mode == CAVE_SBX_REQUIRED && st->k.missing[0]) {
@@ -304,6 +318,15 @@ static void start(struct state *st, struct job *j, jv req)
 
 		snprintf(msg, sizeof msg, "required sandbox unavailable: the kernel "
 			 "does not offer %s", st->k.missing);
+		refuse(st, req, "cave_sandbox_unavailable", msg);
+		goto out;
+	}
+	if (s.mode == CAVE_SBX_REQUIRED && s.network && st->net.missing[0]) {
+		char msg[400];
+
+		snprintf(msg, sizeof msg, "network: true needs a user-mode network that "
+			 "keeps the host's loopback out; missing %s, so the tool does "
+			 "not run", st->net.missing);
 		refuse(st, req, "cave_sandbox_unavailable", msg);
 		goto out;
 	}
@@ -329,6 +352,7 @@ static void start(struct state *st, struct job *j, jv req)
 	s.view = st->view;
 	s.landlock_abi = st->k.landlock_abi;
 	s.scratch_parent = st->tmpdir;
+	s.slirp = st->net.slirp;
 	memset(j, 0, sizeof *j);
 	j->start_us = now_us();
 	j->start_ms = j->start_us / 1000;
@@ -381,11 +405,13 @@ static void finish(struct state *st, struct job *j)
 	struct cave_sbx_report *r = &j->rep;
 	bool have = j->rep_got == sizeof *r && r->magic == CAVE_SBX_REPORT_MAGIC;
 	long pids_refused = j->p.cgroup[0] ? cave_cgroup_pids_refused(j->p.cgroup) : 0;
-	char digest[CAVE_SHA256_HEX], msg[300];
+	char digest[CAVE_SHA256_HEX], msg[400], netlog[160] = "";
 	bool stored = false, truncated;
 	jv ev = result_base(st, j->req), den = jv_null();
 	int sup_status, sig = 0;
 
+	if (have && strncmp(r->what, "network", 7) == 0)
+		cave_net_log_tail(j->p.net_log, netlog, sizeof netlog);
 	cave_sbx_finish(&j->p, &sup_status);
 	cave_capture_finish(&j->cap, digest, &stored);
 	truncated = j->cap.size > j->cap.inl_len;
@@ -421,11 +447,19 @@ static void finish(struct state *st, struct job *j)
 	ev = jv_object_set(ev, jv_string("timed_out"), jv_bool(j->timed_out));
 
 	if (have && r->what[0]) {
-		snprintf(msg, sizeof msg, "%s: %s", r->what, strerror(r->err));
+		snprintf(msg, sizeof msg, "%s: %s%s%s%s", r->what, strerror(r->err),
+			 netlog[0] ? " (slirp4netns: " : "", netlog, netlog[0] ? ")" : "");
 		den = denial(strcmp(r->what, "execute the tool") == 0 ?
 			     "cave_sandbox_exec_failed" : "cave_sandbox_unavailable", msg);
 	} else if (j->aborted) {
 		den = denial("cave_sandbox_aborted", "the tool was aborted and its tree killed");
+	} else if (pids_refused > 0 && j->timed_out) {
+		/* a fork bomb hangs until the timeout: the limit is the news */
+		snprintf(msg, sizeof msg, "process limit: pids.max %ld reached, %ld forks "
+			 "refused; the tool tree was killed at its %lld ms timeout",
+			 st->o.lim.nproc, pids_refused,
+			 (long long)(j->deadline_ms - j->start_ms));
+		den = denial("cave_sandbox_pids_limit", msg);
 	} else if (j->timed_out) {
 		snprintf(msg, sizeof msg, "timeout: the tool tree was killed after %lld ms",
 			 (long long)(j->deadline_ms - j->start_ms));
@@ -435,7 +469,8 @@ static void finish(struct state *st, struct job *j)
 			 st->policy->name);
 		den = denial("cave_sandbox_seccomp", msg);
 	} else if (pids_refused > 0) {
-		snprintf(msg, sizeof msg, "process limit: %ld forks refused", pids_refused);
+		snprintf(msg, sizeof msg, "process limit: pids.max %ld reached, %ld forks "
+			 "refused", st->o.lim.nproc, pids_refused);
 		den = denial("cave_sandbox_pids_limit", msg);
 	} else if (sig == SIGXCPU || (sig == SIGKILL && have && r->started && j->mode == CAVE_SBX_REQUIRED)) {
 		den = denial("cave_sandbox_rlimit", sig == SIGXCPU ? "cpu time limit" :
@@ -655,8 +690,10 @@ static int loop(struct state *st, int sigfd)
 				finish(st, j);
 		}
 		start_pending(st);
+		cave_sbx_reap(false);
 	}
 	cave_io_drain(&st->io);
+	cave_sbx_reap(true);
 	return exit_sig ? 128 + exit_sig : 0;
 }
 
@@ -675,6 +712,7 @@ int main(int argc, char **argv)
 	if (!st.tmpdir || st.tmpdir[0] != '/')
 		st.tmpdir = "/tmp";
 	cave_kernel_probe(&st.k);
+	cave_net_probe(&st.net, st.o.slirp);
 	load_policies(&st);
 	cave_emitter_init(&st.em, SRC);
 	st.pending = jv_array();

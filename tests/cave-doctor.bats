@@ -25,6 +25,23 @@ setup() {
 	[ "$(jq -r .missing <<<"$output")" = null ]
 }
 
+@test "doctor says whether network: true tools can be served" {
+	run cave-doctor --json
+	[ "$status" -eq 0 ]
+	[ "$(jq -r .network.available <<<"$output")" = true ]
+	[ "$(jq -r .network.slirp4netns <<<"$output")" = "$(command -v slirp4netns)" ]
+	[ "$(jq -r .network.tun <<<"$output")" = true ]
+	run cave-doctor
+	[[ "$output" == *"network: true      served: "*"never the host's loopback"* ]]
+	# without slirp4netns: named as missing; required mode itself stays available
+	PATH="$CAVE_ROOT/bin" run cave-doctor
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"network: true      refused in required mode: missing slirp4netns ('slirp4netns' is not in PATH)"* ]]
+	PATH="$CAVE_ROOT/bin" run cave-doctor --json
+	[ "$(/usr/bin/jq -r .network.available <<<"$output")" = false ]
+	[[ "$(/usr/bin/jq -r .network.missing <<<"$output")" == slirp4netns* ]]
+}
+
 @test "doctor inside the sandbox finds the kernel's features gone" {
 	[ -z "${CAVE_SANITIZE:-}" ] || skip "an ASan build cannot map its shadow memory under the sandbox's address-space limit"
 	tools="$CAVE_ROOT/tests/fixtures/cave-sandbox/tools"

@@ -9,6 +9,7 @@ setup() {
 	TOOLS="$CAVE_ROOT/tests/fixtures/cave-sandbox/tools"
 	WS="$BATS_TEST_TMPDIR/ws"
 	mkdir -p "$WS"
+	listeners=()
 	export ANTHROPIC_API_KEY=sk-ant-cave-test-secret-0001
 	export CAVE_TEST_TOKEN=cave-test-token-0002
 	export MY_SERVICE_TOKEN=svc-token-0003
@@ -24,7 +25,7 @@ sbx() {
 		'{type:"tool.request",src:"cave-run",v:1,run:"r1",span:"00000000000000aa",seq:1,
 		  id:"t1",call_id:"c1",name:"tool",input:$input,effect:$eff,command:$cmd,
 		  workspace:$ws,timeout_ms:3000} + $extra' |
-		cave-sandbox --store "$BATS_TEST_TMPDIR/store" --nproc 48 --mem-mb 512 \
+		${SBX_ENV:+env "$SBX_ENV"} cave-sandbox --store "$BATS_TEST_TMPDIR/store" --nproc 48 --mem-mb 512 \
 			--cpu-sec 5 --fsize-mb 8 --tmp-mb 16 ${SBX_OPTS:-} \
 			> "$BATS_TEST_TMPDIR/out"
 	sbx_rc=$?
@@ -33,6 +34,49 @@ sbx() {
 }
 
 field() { jq -r "$1" <<<"$result"; }
+
+# listen ADDR: a TCP listener on ADDR in the background, stopped by
+# teardown; its port lands in $port, and each connection it accepts adds a
+# line to $BATS_TEST_TMPDIR/hits.ADDR.
+listen() {
+	local pf="$BATS_TEST_TMPDIR/port.$1"
+	/usr/bin/python3 - "$1" "$pf" "$BATS_TEST_TMPDIR/hits.$1" <<'PY' &
+import os, socket, sys
+s = socket.socket(); s.bind((sys.argv[1], 0)); s.listen(8); s.settimeout(20)
+open(sys.argv[2] + ".tmp", "w").write(str(s.getsockname()[1]))
+os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+while True:
+    try:
+        c, a = s.accept()
+    except socket.timeout:
+        break
+    with open(sys.argv[3], "a") as f:
+        f.write("hit from %s\n" % a[0])
+    c.close()
+PY
+	listeners+=("$!")
+	for _ in $(seq 100); do [ -s "$pf" ] && break; sleep 0.05; done
+	port=$(cat "$pf")
+}
+
+# hits ADDR: how many connections the listener on ADDR accepted.
+hits() { cat "$BATS_TEST_TMPDIR/hits.$1" 2>/dev/null | wc -l; }
+
+# The host's own non-loopback IPv4 address ("" when it has none): a UDP
+# connect picks the route and sends nothing.
+host_addr() {
+	/usr/bin/python3 -c 'import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    s.connect(("192.0.2.1", 9)); print(s.getsockname()[0])
+except OSError:
+    pass' 2>/dev/null
+}
+
+teardown() {
+	local p
+	for p in "${listeners[@]}"; do kill "$p" 2>/dev/null || true; done
+}
 
 # --- ordinary tools ---------------------------------------------------------
 
@@ -120,9 +164,35 @@ field() { jq -r "$1" <<<"$result"; }
 	[ "$(field .denied.code)" = cave_sandbox_bad_path ]
 }
 
-@test "network: true is refused in required mode (fail closed)" {
-	sbx resolve-host read '{}' '{"network":true}'
+@test "network: true without slirp4netns fails closed, naming what is missing" {
+	sbx net-info read '{}' "{\"network\":true}"
+	[ "$(field .exit)" = 0 ] # it runs where slirp4netns is found
+	SBX_OPTS="--slirp4netns $BATS_TEST_TMPDIR/no-such/slirp4netns" sbx net-info read '{}' '{"network":true}'
 	[ "$(field .denied.code)" = cave_sandbox_unavailable ]
+	[[ "$(field .denied.message)" == *"missing slirp4netns ('$BATS_TEST_TMPDIR/no-such/slirp4netns' is not an executable)"* ]]
+	[ "$(field .exit)" = null ]
+	[ "$output_text" = "" ]
+	# the same when PATH has no slirp4netns in it
+	SBX_ENV="PATH=$CAVE_ROOT/bin" sbx net-info read '{}' '{"network":true}'
+	[ "$(field .denied.code)" = cave_sandbox_unavailable ]
+	[[ "$(field .denied.message)" == *"slirp4netns ('slirp4netns' is not in PATH)"* ]]
+	[ "$(field .exit)" = null ]
+}
+
+@test "network: true fails closed when slirp4netns cannot bring the network up" {
+	printf '#!/bin/sh\necho "cannot open /dev/net/tun: test refusal" >&2\nexit 1\n' \
+		> "$BATS_TEST_TMPDIR/broken-slirp4netns"
+	chmod +x "$BATS_TEST_TMPDIR/broken-slirp4netns"
+	SBX_OPTS="--slirp4netns $BATS_TEST_TMPDIR/broken-slirp4netns" sbx net-info read '{}' '{"network":true}'
+	[ "$(field .denied.code)" = cave_sandbox_unavailable ]
+	[[ "$(field .denied.message)" == "network: slirp4netns did not bring the interface up"*"(slirp4netns: cannot open /dev/net/tun: test refusal)" ]]
+	[ "$(field .exit)" = null ]
+	[ "$output_text" = "" ]
+}
+
+@test "network must be a boolean" {
+	sbx net-info read '{}' '{"network":{"host_loopback":true}}'
+	[ "$(field .denied.code)" = cave_sandbox_bad_request ]
 	[ "$(field .exit)" = null ]
 }
 
@@ -236,6 +306,78 @@ PY
 	[ ! -e "$BATS_TEST_TMPDIR/hits" ]
 }
 
+@test "network: true gives the tool a network of its own" {
+	addr=$(host_addr)
+	to='[]'
+	if [ -n "$addr" ] && [[ "$addr" != 10.0.2.* ]]; then
+		listen "$addr"
+		to="[[\"$addr\",$port]]"
+	fi
+	sbx net-info read "{\"to\":$to}" '{"network":true}'
+	[ "$(field .exit)" = 0 ]
+	[ "$(field .sandbox.network)" = true ]
+	[ "$(field .denied)" = null ]
+	[[ "$output_text" == *"ifaces lo tap0"* ]]
+	[[ "$output_text" == *"addr 10.0.2.100"* ]]
+	[[ "$output_text" == *"resolv nameserver 10.0.2.3"* ]]
+	[ -z "$(pgrep -x slirp4netns)" ] # gone with the tool
+	[ -n "$addr" ] || skip "this machine has no non-loopback IPv4 address to connect to"
+	[[ "$addr" != 10.0.2.* ]] || skip "this machine's address $addr is inside slirp4netns's own 10.0.2.0/24"
+	[[ "$output_text" == *"CONNECTED $addr:$port"* ]]
+	[ "$(hits "$addr")" -eq 1 ]
+}
+
+@test "hostile: network: true cannot reach the host's loopback" {
+	listen 127.0.0.1
+	# the listener is reachable from the host itself
+	bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null
+	for _ in $(seq 40); do [ "$(hits 127.0.0.1)" -eq 1 ] && break; sleep 0.05; done
+	[ "$(hits 127.0.0.1)" -eq 1 ]
+	# 10.0.2.2 is where slirp4netns would map the host's loopback
+	sbx net-info read "{\"to\":[[\"127.0.0.1\",$port],[\"10.0.2.2\",$port]]}" '{"network":true}'
+	[ "$(field .exit)" = 0 ]
+	[[ "$output_text" == *"addr 10.0.2.100"* ]] # it does have a network
+	[[ "$output_text" == *"connect 127.0.0.1:$port failed"* ]]
+	[[ "$output_text" == *"connect 10.0.2.2:$port failed"* ]]
+	[[ "$output_text" != *CONNECTED* ]]
+	sleep 0.2
+	[ "$(hits 127.0.0.1)" -eq 1 ]
+}
+
+@test "hostile: network: false has no network at all" {
+	addr=$(host_addr)
+	listen 127.0.0.1
+	to="[[\"127.0.0.1\",$port],[\"10.0.2.2\",$port]]"
+	if [ -n "$addr" ]; then
+		lport=$port
+		listen "$addr"
+		to="[[\"127.0.0.1\",$lport],[\"$addr\",$port]]"
+	fi
+	sbx net-info read "{\"to\":$to}" '{"network":false}'
+	[ "$(field .exit)" = 0 ]
+	[ "$(field .sandbox.network)" = false ]
+	[[ "$output_text" == *"ifaces lo"$'\n'* ]]
+	[[ "$output_text" == *"addr none"* ]]
+	[[ "$output_text" != *CONNECTED* ]]
+	[ "$(grep -c 'failed' <<<"$output_text")" -eq 2 ]
+	sleep 0.2
+	[ "$(hits 127.0.0.1)" -eq 0 ]
+	[ -z "$addr" ] || [ "$(hits "$addr")" -eq 0 ]
+}
+
+@test "hostile: raw and packet sockets and TCP listeners with network: true" {
+	sbx net-sockets read '{}' '{"network":true}'
+	[[ "$output_text" == *"tcp MADE"* ]]
+	[[ "$output_text" == *"udp MADE"* ]]
+	[[ "$output_text" == *"raw refused: [Errno 1]"* ]]
+	[[ "$output_text" == *"raw6 refused: [Errno 1]"* ]]
+	[[ "$output_text" == *"packet refused: [Errno 1]"* ]]
+	[[ "$output_text" == *"bind refused: [Errno 13]"* ]] # Landlock: no TCP bind
+	[ "$(field .denied.code)" = cave_sandbox_seccomp ]
+	[ "$(field '[.denied.rules[] | select(.syscall=="socket")] | length')" -eq 3 ]
+	[ "$(field '.denied.rules[] | select(.rule | test("AF_PACKET")) | .action')" = errno ]
+}
+
 @test "hostile: resolve a host name" {
 	sbx resolve-host read
 	[[ "$output_text" == *"resolve failed"* ]]
@@ -245,8 +387,10 @@ PY
 
 @test "hostile: fork bomb" {
 	SBX_OPTS="--nproc 32" sbx fork-bomb read '{}' '{"timeout_ms":1500}'
-	[ "$(field .denied)" != null ]
-	[[ "$(field .denied.code)" == cave_sandbox_* ]]
+	[ "$(field .denied.code)" = cave_sandbox_pids_limit ]
+	[[ "$(field .denied.message)" == "process limit: pids.max 32 reached, "*"the tool tree was killed at its 1500 ms timeout" ]]
+	[ "$(field .denied.pids_refused)" -gt 0 ]
+	[ "$(field .timed_out)" = true ]
 	[ "$(field .ms)" -lt 4000 ]
 	# the tree is gone
 	! pgrep -f "$TOOLS/fork-bomb" >/dev/null

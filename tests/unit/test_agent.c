@@ -60,6 +60,7 @@ int main(void)
 	is_int(a.ntools, 1, "one tool");
 	is_int(a.tools[0].timeout_ms, 30000, "default tool timeout");
 	ok(!a.sandbox_host, "sandbox defaults to required");
+	ok(!a.tools[0].network, "a tool has no network unless it says so");
 	{
 		jv t = cave_agent_request_tools(&a);
 		jv d = jv_dump_string(t, 0);
@@ -82,6 +83,13 @@ int main(void)
 	check_err("id: s\nmodel: openai/x\ncolour: red\n", "unknown field 'colour'", "unknown field");
 	check_err("id: s\nmodel: openai/x\nsubagents:\n  - name: b\n    description: d\n"
 		  "    agent: ../b\n", "needs 'max_cost_usd' or 'max_tokens'", "subagent wallet");
+	is_int(load("id: s\nmodel: openai/x\n" TOOL "    effect: read\n    command: x\n"
+		    "    network: true\n", &a, &e), 0, "network: true loads");
+	ok(a.ntools == 1 && a.tools[0].network, "network: true is kept");
+	cave_agent_free(&a);
+	check_err("id: s\nmodel: openai/x\n" TOOL "    effect: read\n    command: x\n"
+		  "    network: {host_loopback: true}\n", "tools[0]: network: expected true or false",
+		  "network must be a boolean");
 	check_err("id: s\nmodel: [x\n", "agent.yaml:", "YAML errors carry the place");
 	check_err("id: s\nmodel: openai/x\n" TOOL "    effect: read\n    command: x\n"
 		  "  - name: lookup\n    description: d\n    input_schema: {}\n    effect: read\n"
