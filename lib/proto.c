@@ -154,6 +154,39 @@ out:
 
 /* ---- request helpers ---- */
 
+jv cave_proto_tools(jv req, jv head, const char *schema_key, bool schema_default,
+		    jv (*shape)(jv decl), cave_err *e)
+{
+	jv t = pj_get(req, "tools"), out = jv_array();
+	int n = pj_len(t);
+	for (int i = 0; i < n; i++) {
+		jv x = pj_at(t, i), schema = pj_get(x, "input_schema"), d;
+		if (!pj_str(x, "name")) {
+			jv_free(schema);
+			jv_free(x);
+			jv_free(out);
+			cave_errf(e, "bad_request", "tool %d has no name", i);
+			out = jv_invalid();
+			break;
+		}
+		if (!pj_is(schema, JV_KIND_OBJECT)) {
+			jv_free(schema);
+			schema = schema_default ? JV_OBJECT(jv_string("type"), jv_string("object"))
+						: jv_invalid();
+		}
+		d = jv_object_set(jv_copy(head), jv_string("name"), pj_get(x, "name"));
+		if (pj_str(x, "description"))
+			d = jv_object_set(d, jv_string("description"), pj_get(x, "description"));
+		if (jv_is_valid(schema))
+			d = jv_object_set(d, jv_string(schema_key), schema);
+		out = jv_array_append(out, shape ? shape(d) : d);
+		jv_free(x);
+	}
+	jv_free(t);
+	jv_free(head);
+	return out;
+}
+
 char *cave_proto_base(const char *base, const char *dflt)
 {
 	size_t n;

@@ -141,33 +141,7 @@ out:
 
 static jv tools(jv req, cave_err *e)
 {
-	jv t = pj_get(req, "tools"), out = jv_array();
-	int n = pj_len(t);
-	for (int i = 0; i < n; i++) {
-		jv x = pj_at(t, i), schema = pj_get(x, "input_schema");
-		jv tool;
-		if (!pj_str(x, "name")) {
-			jv_free(schema);
-			jv_free(x);
-			jv_free(out);
-			out = jv_invalid();
-			cave_errf(e, "bad_request", "tool %d has no name", i);
-			break;
-		}
-		if (!pj_is(schema, JV_KIND_OBJECT)) {
-			jv_free(schema);
-			schema = JV_OBJECT(jv_string("type"), jv_string("object"));
-		}
-		tool = JV_OBJECT(jv_string("name"), pj_get(x, "name"));
-		if (pj_str(x, "description"))
-			tool = jv_object_set(tool, jv_string("description"),
-					     pj_get(x, "description"));
-		tool = jv_object_set(tool, jv_string("input_schema"), schema);
-		out = jv_array_append(out, tool);
-		jv_free(x);
-	}
-	jv_free(t);
-	return out;
+	return cave_proto_tools(req, jv_object(), "input_schema", true, NULL, e);
 }
 
 int cave_anthropic_build(jv req, const char *base, struct cave_http_req *out,

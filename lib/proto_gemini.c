@@ -146,35 +146,10 @@ static jv contents(jv req, cave_err *e)
 	return out;
 }
 
+/* full JSON Schema, not the OpenAPI subset of "parameters" */
 static jv tools(jv req, cave_err *e)
 {
-	jv t = pj_get(req, "tools"), decls = jv_array();
-	int n = pj_len(t);
-	for (int i = 0; i < n; i++) {
-		jv x = pj_at(t, i), schema = pj_get(x, "input_schema"), d;
-		if (!pj_str(x, "name")) {
-			jv_free(schema);
-			jv_free(x);
-			jv_free(decls);
-			cave_errf(e, "bad_request", "tool %d has no name", i);
-			decls = jv_invalid();
-			break;
-		}
-		d = JV_OBJECT(jv_string("name"), pj_get(x, "name"));
-		if (pj_str(x, "description"))
-			d = jv_object_set(d, jv_string("description"),
-					  pj_get(x, "description"));
-		/* full JSON Schema, not the OpenAPI subset of "parameters" */
-		if (pj_is(schema, JV_KIND_OBJECT))
-			d = jv_object_set(d, jv_string("parametersJsonSchema"),
-					  schema);
-		else
-			jv_free(schema);
-		decls = jv_array_append(decls, d);
-		jv_free(x);
-	}
-	jv_free(t);
-	return decls;
+	return cave_proto_tools(req, jv_object(), "parametersJsonSchema", false, NULL, e);
 }
 
 static bool model_ok(const char *m)

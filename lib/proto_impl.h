@@ -146,6 +146,13 @@ jv cave_proto_texts(jv blocks, const char *part_type);
  * messages (borrowed) backwards from message before; NULL when none. The
  * string is borrowed from msgs. */
 const char *cave_proto_tool_name(jv msgs, int before, const char *id);
+/* The request's tools (borrowed req) as a protocol declares them: each
+ * {head..., name, description?, schema_key: input_schema}, passed through
+ * shape when it is not NULL (shape consumes and returns). A missing schema
+ * becomes {"type":"object"} when schema_default, else is left out. jv_invalid
+ * with e set ("bad_request") when a tool has no name. head is consumed. */
+jv cave_proto_tools(jv req, jv head, const char *schema_key, bool schema_default,
+		    jv (*shape)(jv decl), cave_err *e);
 /* Counts of a message's blocks (borrowed) by type. */
 int cave_proto_count(jv blocks, const char *type);
 

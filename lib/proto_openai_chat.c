@@ -146,37 +146,14 @@ static jv messages(jv req, cave_err *e)
 	return out;
 }
 
+static jv function(jv decl)
+{
+	return JV_OBJECT(jv_string("type"), jv_string("function"), jv_string("function"), decl);
+}
+
 static jv tools(jv req, cave_err *e)
 {
-	jv t = pj_get(req, "tools"), out = jv_array();
-	int n = pj_len(t);
-	for (int i = 0; i < n; i++) {
-		jv x = pj_at(t, i), schema = pj_get(x, "input_schema"), fnc;
-		if (!pj_str(x, "name")) {
-			jv_free(schema);
-			jv_free(x);
-			jv_free(out);
-			cave_errf(e, "bad_request", "tool %d has no name", i);
-			out = jv_invalid();
-			break;
-		}
-		if (!pj_is(schema, JV_KIND_OBJECT)) {
-			jv_free(schema);
-			schema = JV_OBJECT(jv_string("type"), jv_string("object"));
-		}
-		fnc = JV_OBJECT(jv_string("name"), pj_get(x, "name"));
-		if (pj_str(x, "description"))
-			fnc = jv_object_set(fnc, jv_string("description"),
-					    pj_get(x, "description"));
-		fnc = jv_object_set(fnc, jv_string("parameters"), schema);
-		out = jv_array_append(out, JV_OBJECT(jv_string("type"),
-						     jv_string("function"),
-						     jv_string("function"),
-						     fnc));
-		jv_free(x);
-	}
-	jv_free(t);
-	return out;
+	return cave_proto_tools(req, jv_object(), "parameters", true, function, e);
 }
 
 int cave_chat_build(jv req, const char *base, struct cave_http_req *out,

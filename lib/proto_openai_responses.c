@@ -135,37 +135,16 @@ static jv input_items(jv req, cave_err *e)
 	return items;
 }
 
+/* strict schemas need every property required: not ours */
+static jv not_strict(jv decl)
+{
+	return jv_object_set(decl, jv_string("strict"), jv_false());
+}
+
 static jv tools(jv req, cave_err *e)
 {
-	jv t = pj_get(req, "tools"), out = jv_array();
-	int n = pj_len(t);
-	for (int i = 0; i < n; i++) {
-		jv x = pj_at(t, i), schema = pj_get(x, "input_schema"), tool;
-		if (!pj_str(x, "name")) {
-			jv_free(schema);
-			jv_free(x);
-			jv_free(out);
-			cave_errf(e, "bad_request", "tool %d has no name", i);
-			out = jv_invalid();
-			break;
-		}
-		if (!pj_is(schema, JV_KIND_OBJECT)) {
-			jv_free(schema);
-			schema = JV_OBJECT(jv_string("type"), jv_string("object"));
-		}
-		tool = JV_OBJECT(jv_string("type"), jv_string("function"),
-				 jv_string("name"), pj_get(x, "name"));
-		if (pj_str(x, "description"))
-			tool = jv_object_set(tool, jv_string("description"),
-					     pj_get(x, "description"));
-		/* strict schemas need every property required: not ours */
-		tool = jv_object_set(tool, jv_string("parameters"), schema);
-		tool = jv_object_set(tool, jv_string("strict"), jv_false());
-		out = jv_array_append(out, tool);
-		jv_free(x);
-	}
-	jv_free(t);
-	return out;
+	return cave_proto_tools(req, JV_OBJECT(jv_string("type"), jv_string("function")),
+				"parameters", true, not_strict, e);
 }
 
 int cave_responses_build(jv req, const char *base, struct cave_http_req *out,
