@@ -1,11 +1,13 @@
 /* buf.c: capped growable buffers. A buffer never grows past its max and
  * never loses bytes silently: an add that does not fit is refused whole. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "msg.h"
@@ -46,6 +48,34 @@ int cave_buf_add(struct cave_buf *b, const void *p, size_t n)
 		memcpy(b->data + b->len, p, n);
 	b->len += n;
 	b->data[b->len] = '\0';
+	return 0;
+}
+
+int cave_buf_read_file(struct cave_buf *b, const char *path)
+{
+	char chunk[65536];
+	size_t start = b->len;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return -1;
+	while ((n = read(fd, chunk, sizeof chunk)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || cave_buf_add(b, chunk, (size_t)n) < 0) {
+			err = errno;
+			break;
+		}
+	}
+	close(fd);
+	if (err) {
+		b->len = start;
+		if (b->data)
+			b->data[start] = '\0';
+		errno = err;
+		return -1;
+	}
 	return 0;
 }
 

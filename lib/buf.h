@@ -19,6 +19,10 @@ int cave_buf_adds(struct cave_buf *b, const char *s);
 int cave_buf_addc(struct cave_buf *b, char c);
 int cave_buf_addf(struct cave_buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* Appends the whole file at path. -1 with errno set: the open's or read's,
+ * or ENOBUFS when it is larger than what b may still hold (b is then
+ * left as it was). */
+int cave_buf_read_file(struct cave_buf *b, const char *path);
 /* Drops the first n bytes. */
 void cave_buf_consume(struct cave_buf *b, size_t n);
 void cave_buf_reset(struct cave_buf *b);

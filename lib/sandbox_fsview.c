@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "sandbox.h"
 
 #define FS_POLICY_MAX ((size_t)256 << 10)
@@ -163,28 +164,18 @@ out:
 
 int cave_fs_view_load(struct cave_fs_view *v, const char *path, cave_err *e)
 {
-	char *text = NULL;
-	ssize_t got;
-	size_t len = 0;
-	int fd, ret = -1;
+	struct cave_buf text;
+	int ret;
 
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-		cave_errf(e, "cave_sandbox_bad_policy", "cannot open '%s': %s",
-			  path, strerror(errno));
-		goto out;
+	cave_buf_init(&text, FS_POLICY_MAX - 1);
+	if (cave_buf_read_file(&text, path) < 0) {
+		cave_errf(e, "cave_sandbox_bad_policy", "cannot read '%s': %s", path,
+			  errno == ENOBUFS ? "too large" : strerror(errno));
+		cave_buf_free(&text);
+		return -1;
 	}
-	text = cave_xmalloc(FS_POLICY_MAX);
-	while ((got = read(fd, text + len, FS_POLICY_MAX - len)) > 0)
-		len += (size_t)got;
-	if (got < 0 || len == FS_POLICY_MAX) {
-		cave_errf(e, "cave_sandbox_bad_policy", "cannot read '%s'", path);
-		goto out;
-	}
-	ret = cave_fs_view_parse(v, path, text, len, e);
-out:
-	free(text);
-	if (fd >= 0)
-		close(fd);
+	ret = cave_fs_view_parse(v, path, text.data ? text.data : "", text.len, e);
+	cave_buf_free(&text);
 	return ret;
 }
 

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "sandbox.h"
 
 #define POLICY_FILE_MAX ((size_t)1 << 20)
@@ -264,28 +265,18 @@ int cave_policy_parse(struct cave_policy *p, const char *name,
 
 int cave_policy_load(struct cave_policy *p, const char *path, cave_err *e)
 {
-	char *text = NULL;
-	ssize_t got;
-	size_t len = 0;
-	int fd, ret = -1;
+	struct cave_buf text;
+	int ret;
 
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-		cave_errf(e, "cave_sandbox_bad_policy", "cannot open '%s': %s",
-			  path, strerror(errno));
-		goto out;
+	cave_buf_init(&text, POLICY_FILE_MAX - 1);
+	if (cave_buf_read_file(&text, path) < 0) {
+		cave_errf(e, "cave_sandbox_bad_policy", "cannot read '%s': %s", path,
+			  errno == ENOBUFS ? "too large" : strerror(errno));
+		cave_buf_free(&text);
+		return -1;
 	}
-	text = cave_xmalloc(POLICY_FILE_MAX);
-	while ((got = read(fd, text + len, POLICY_FILE_MAX - len)) > 0)
-		len += (size_t)got;
-	if (got < 0 || len == POLICY_FILE_MAX) {
-		cave_errf(e, "cave_sandbox_bad_policy", "cannot read '%s'", path);
-		goto out;
-	}
-	ret = cave_policy_parse(p, path, text, len, e);
-out:
-	free(text);
-	if (fd >= 0)
-		close(fd);
+	ret = cave_policy_parse(p, path, text.data ? text.data : "", text.len, e);
+	cave_buf_free(&text);
 	return ret;
 }
 
