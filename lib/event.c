@@ -9,6 +9,7 @@
 
 #include "buf.h"
 #include "event.h"
+#include "json.h"
 
 static const char *scan_str(const char *p, const char *end, size_t *n)
 {
@@ -95,18 +96,15 @@ jv cave_event_new(const char *type, const char *src)
 	return ev;
 }
 
-/* appends "key":value (value borrowed) */
-static void add_member(struct cave_buf *b, const char *key, jv value, int first)
+/* appends "key":value (key and value borrowed), as jv_dump_string would
+ * write them (lib/json.h: megabyte histories at memcpy speed) */
+static void add_member(struct cave_buf *b, jv key, jv value, int first)
 {
-	jv k = jv_dump_string(jv_string(key), 0);
-	jv d = jv_dump_string(jv_copy(value), 0);
 	if (!first)
 		cave_buf_addc(b, ',');
-	cave_buf_adds(b, jv_string_value(k));
+	cave_json_dump(b, key);
 	cave_buf_addc(b, ':');
-	cave_buf_add(b, jv_string_value(d), (size_t)jv_string_length_bytes(jv_copy(d)));
-	jv_free(k);
-	jv_free(d);
+	cave_json_dump(b, value);
 }
 
 char *cave_event_dump(jv ev, size_t *len) /* consumes ev */
@@ -127,14 +125,19 @@ char *cave_event_dump(jv ev, size_t *len) /* consumes ev */
 	src = jv_object_get(jv_copy(ev), jv_string("src"));
 	cave_buf_init(&b, CAVE_EVENT_MAX + 1);
 	cave_buf_addc(&b, '{');
-	add_member(&b, "type", type, 1);
+	{
+		jv tk = jv_string("type"), sk = jv_string("src");
+		add_member(&b, tk, type, 1);
+		if (jv_is_valid(src))
+			add_member(&b, sk, src, 0);
+		jv_free(tk);
+		jv_free(sk);
+	}
 	first = 0;
-	if (jv_is_valid(src))
-		add_member(&b, "src", src, 0);
 	jv_object_foreach(ev, k, v) {
 		const char *ks = jv_string_value(k);
 		if (strcmp(ks, "type") != 0 && strcmp(ks, "src") != 0)
-			add_member(&b, ks, v, first);
+			add_member(&b, k, v, first);
 		jv_free(k);
 		jv_free(v);
 	}

@@ -2,7 +2,10 @@
  * stdin a line at a time and writes stdout through an output queue, so a
  * ring of filters can never deadlock on full pipes: a program never blocks
  * writing while it could read. Every event is flushed as soon as it is
- * queued (as far as the pipe takes it). EPIPE on stdout is a quiet end. */
+ * queued (as far as the pipe takes it). EPIPE on stdout is a quiet end.
+ * Pipes it reads or writes are grown to 256 KiB where the kernel allows,
+ * and a long line goes straight to the pipe when nothing waits before it,
+ * so that a megabyte event crosses a hop in a few copies. */
 #ifndef CAVE_IO_H
 #define CAVE_IO_H
 

@@ -8,19 +8,19 @@
 
 static int64_t json_bytes(jv v) /* borrows v */
 {
-	int64_t n;
-
 	if (!jv_is_valid(v) || jv_get_kind(v) == JV_KIND_NULL)
 		return 0;
 	if (jv_get_kind(v) == JV_KIND_STRING)
 		return jv_string_length_bytes(jv_copy(v));
-	{
-		jv s = jv_dump_string(jv_copy(v), 0);
+	return (int64_t)cave_json_dump_len(v); /* jv_dump_string's length */
+}
 
-		n = jv_string_length_bytes(jv_copy(s));
-		jv_free(s);
-	}
-	return n;
+/* json_bytes of a member as a scan measured it */
+static int64_t scanned_bytes(const struct cave_json_field *f)
+{
+	if (!f->found || f->kind == JV_KIND_NULL)
+		return 0;
+	return (int64_t)(f->kind == JV_KIND_STRING ? f->str_len : f->dump_len);
 }
 
 static int64_t field_bytes(jv req, const char *key) /* borrows req */
@@ -32,10 +32,30 @@ static int64_t field_bytes(jv req, const char *key) /* borrows req */
 	return n;
 }
 
+/* The ceiling from n bytes (margins included) and "restorable_bytes" r
+ * (borrowed; invalid when absent). */
+static int64_t ceiling(int64_t n, jv r, const struct cave_model *m)
+{
+	int64_t restore = 0;
+
+	if (jv_get_kind(r) == JV_KIND_NUMBER && jv_number_value(r) > 0) {
+		double d = jv_number_value(r);
+
+		restore = d >= 9e18 ? INT64_MAX / 2 : (int64_t)d;
+		if ((double)restore < d)
+			restore++; /* a fraction of a byte still counts */
+	}
+	if (__builtin_add_overflow(n, restore, &n))
+		n = INT64_MAX;
+	if (m && m->context_window > 0 && n > m->context_window)
+		n = m->context_window;
+	return n;
+}
+
 int64_t cave_reserve_input_ceiling(jv req, const struct cave_model *m)
 {
-	int64_t n = CAVE_RESERVE_FRAME_TOKENS, restore = 0;
-	jv tools;
+	int64_t n = CAVE_RESERVE_FRAME_TOKENS;
+	jv tools, r;
 
 	if (jv_get_kind(req) != JV_KIND_OBJECT)
 		return n;
@@ -45,22 +65,26 @@ int64_t cave_reserve_input_ceiling(jv req, const struct cave_model *m)
 	if (jv_get_kind(tools) == JV_KIND_ARRAY && jv_array_length(jv_copy(tools)) > 0)
 		n += json_bytes(tools) + CAVE_RESERVE_TOOLS_TOKENS;
 	jv_free(tools);
-	{
-		jv r = jv_object_get(jv_copy(req), jv_string("restorable_bytes"));
+	r = jv_object_get(jv_copy(req), jv_string("restorable_bytes"));
+	n = ceiling(n, r, m);
+	jv_free(r);
+	return n;
+}
 
-		if (jv_get_kind(r) == JV_KIND_NUMBER && jv_number_value(r) > 0) {
-			double d = jv_number_value(r);
+int64_t cave_reserve_input_ceiling_scanned(const struct cave_json_field f[4],
+					   const struct cave_model *m)
+{
+	int64_t n = CAVE_RESERVE_FRAME_TOKENS;
+	jv r = jv_invalid();
 
-			restore = d >= 9e18 ? INT64_MAX / 2 : (int64_t)d;
-			if ((double)restore < d)
-				restore++; /* a fraction of a byte still counts */
-		}
-		jv_free(r);
-	}
-	if (__builtin_add_overflow(n, restore, &n))
-		n = INT64_MAX;
-	if (m && m->context_window > 0 && n > m->context_window)
-		n = m->context_window;
+	n += scanned_bytes(&f[0]);
+	n += scanned_bytes(&f[1]);
+	if (f[2].found && f[2].kind == JV_KIND_ARRAY && f[2].count > 0)
+		n += scanned_bytes(&f[2]) + CAVE_RESERVE_TOOLS_TOKENS;
+	if (f[3].found && f[3].kind == JV_KIND_NUMBER)
+		r = jv_parse_sized(f[3].raw, (int)f[3].raw_len); /* jq's own value */
+	n = ceiling(n, r, m);
+	jv_free(r);
 	return n;
 }
 

@@ -18,6 +18,7 @@
 #include <jv.h>
 
 #include "catalog.h"
+#include "json.h"
 #include "ledger.h"
 
 /* Tokens added to every request's ceiling for provider-side framing, and
@@ -32,6 +33,12 @@
  * add back during the call), plus the framing margins, capped at m's
  * context window when m knows it (m may be NULL). Never negative. */
 int64_t cave_reserve_input_ceiling(jv req, const struct cave_model *m);
+
+/* The same ceiling from a scan of the request's line that was sure
+ * (lib/json.h), without parsing it: f holds the members "system",
+ * "messages", "tools" and "restorable_bytes", in that order. */
+int64_t cave_reserve_input_ceiling_scanned(const struct cave_json_field f[4],
+					   const struct cave_model *m);
 
 /* The output allowance: req's max_output_tokens, else m's max output, else
  * -1 (the call cannot be bounded). */
