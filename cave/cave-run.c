@@ -33,6 +33,8 @@
 #define SRC "cave-run"
 #define MAX_FILTERS 8
 #define MAX_PENDING 64
+#define MAX_FRAMES 64          /* subagents running at once, at most */
+#define MAX_DEPTH 8            /* the absolute cap of --max-subagent-depth */
 #define DRAIN_MS 5000          /* members get this long to flush at an abort */
 #define HIGH_WATER ((size_t)64 << 20)
 #define STATE_MAX ((size_t)256 << 20)
@@ -46,6 +48,9 @@ static const char usage[] =
 	".caveman/runs/RUN-ID/.\n"
 	"  --max-usd USD            budget in USD at list prices (cave-budget)\n"
 	"  --max-tokens N           budget in tokens\n"
+	"  --max-retry-usd USD      what failed attempts may cost, retries\n"
+	"  --max-retry-tokens N     included (needs --max-usd, --max-tokens);\n"
+	"                           past it a call ends retry_budget_exhausted\n"
 	"  --max-calls N            model calls at most (default 50)\n"
 	"  --max-tool-calls N       tool calls at most\n"
 	"  --deadline-ms N          stop between calls after this long\n"
@@ -53,6 +58,11 @@ static const char usage[] =
 	"                           the rest are answered fan_out_blocked\n"
 	"  --loop-window N          turns a repeated tool call is looked for in\n"
 	"                           (default 8); --no-breakers turns it off\n"
+	"  --no-progress-window N   stop when N turns in a row had the same\n"
+	"                           outcome (default 3; a successful write resets)\n"
+	"  --max-subagent-depth N   subagents below subagents (default 2, at most 8)\n"
+	"  --max-subagent-invocations N  subagents started in the whole tree\n"
+	"  --max-concurrent-subagents N  subagents running at once in the tree\n"
 	"  --filter CMD             insert CMD (a shell command that speaks the\n"
 	"                           event protocol) into the ring; repeatable\n"
 	"  --events                 stdout: every event as NDJSON\n"
@@ -71,19 +81,52 @@ static const char usage[] =
 
 struct opts {
 	const char *max_usd, *max_tokens, *max_calls, *max_tool_calls, *deadline;
+	const char *max_retry_usd, *max_retry_tokens; /* cave-budget's retry budget */
 	const char *filters[MAX_FILTERS];
 	int nfilters;
-	long fan_out, loop_window;
+	long fan_out, loop_window, no_progress_window;
+	long max_depth, max_subs, max_live; /* subagent tree limits, 0: none */
 	bool breakers, events, quiet;
 	const char *conversation, *resume, *state, *workspace, *fixtures, *catalog;
 };
 
 struct pending {
-	char id[24];           /* tool.request id */
+	char id[24];           /* tool.request id, or the subagent's span */
 	char *use_id;          /* the model's tool_use id */
 	char *name;
 	bool done;
+	bool write;            /* a declared write tool */
+	bool repeat_ok;        /* the tool declares allow_repeat */
 	jv block;              /* the tool_result block, once done */
+};
+
+/* One agent's run in the tree: the root, or a subagent a tool call of its
+ * parent started. Frames share the ring, the journal and the receipt;
+ * each has its own span (its events are journaled under it), history,
+ * breakers and wallet. */
+struct frame {
+	struct frame *parent;
+	size_t slot;            /* its pending entry in the parent */
+	struct cave_agent *ag;
+	bool own_ag;
+	char span[17];
+	int depth;
+	jv ancestry;            /* sandbox modes of the agents above, root first */
+	jv messages;            /* the history sent with the next call */
+	jv sigs;                /* tool-call signatures per turn, for breakers */
+	jv outcomes;            /* turn outcome signatures, for no_progress */
+	char call_id[24];       /* the call in flight, "" when none */
+	bool call_back;         /* its call.request came back round */
+	bool call_printed;      /* deltas of it were seen */
+	bool carving;           /* waiting for its wallet */
+	bool dead;              /* ended and answered: freed at the next sweep */
+	struct pending pend[MAX_PENDING];
+	size_t npend;
+	bool stopping, ended;
+	char stop[32];          /* the reason for run.end */
+	char error[64];         /* code of a failure, "" when none */
+	struct cave_sha256 *final;
+	struct cave_buf answer; /* the final answer */
 };
 
 struct run {
@@ -99,27 +142,21 @@ struct run {
 	char *members[CAVE_RING_MAX + 4]; /* src names of the ring's members */
 	size_t member_at[CAVE_RING_MAX + 4]; /* their index in the ring */
 	size_t nmembers;
+	bool has_budget;        /* cave-budget is in the ring */
 
-	jv messages;            /* the history sent with the next call */
+	struct frame top;       /* the root agent's run */
+	struct frame *frames[MAX_FRAMES]; /* live subagents */
+	size_t nframes;
+	unsigned long subs_started;
 	jv prior;               /* a conversation's history before this turn */
-	unsigned long ncalls, ntools;
-	char call_id[24];       /* the call in flight, "" when none */
-	bool call_back;         /* its call.request came back round */
-	bool call_printed;      /* deltas of it reached stdout */
-	struct pending pend[MAX_PENDING];
-	size_t npend;
-	jv sigs;                /* tool-call signatures per turn, for breakers */
+	unsigned long ncalls, ntools; /* ids, unique across the tree */
 
 	unsigned long sent, returned; /* own events into the ring, and back */
-	bool stopping, ended, closed;
+	bool closed;
 	bool end_back;          /* run.end came back: the ring is flushed */
-	char stop[32];          /* the reason for run.end */
-	char error[64];         /* code of a failure, "" when none */
 	int exit_code;
 	int sig;
 	bool out_nl;            /* the last byte printed was '\n' */
-	struct cave_sha256 *final;
-	struct cave_buf answer; /* the final answer, for a conversation */
 	int conv_lock;
 	char conv_dir[PATH_MAX];
 };
@@ -148,8 +185,8 @@ static void fail(struct run *r, int code, const char *what)
 {
 	if (!r->exit_code)
 		r->exit_code = code;
-	if (!r->error[0])
-		snprintf(r->error, sizeof r->error, "%s", what);
+	if (!r->top.error[0])
+		snprintf(r->top.error, sizeof r->top.error, "%s", what);
 }
 
 /* ---- journal, stdout and the ring -------------------------------------- */
@@ -171,13 +208,19 @@ static void record(struct run *r, const char *line, size_t len, jv ev, bool sync
 		cave_io_pass(&r->out, line, len);
 }
 
-/* Stamps, journals (synced when sync) and sends one event of the head's
- * into the ring (consumed). A call's intent is on disk before it leaves. */
-static void emit(struct run *r, jv ev, bool sync)
+/* Stamps (under frame f's span), journals (synced when sync) and sends one
+ * event of the head's into the ring (consumed). A call's intent is on disk
+ * before it leaves. */
+static void emit(struct run *r, struct frame *f, jv ev, bool sync)
 {
 	size_t n;
-	char *s;
-	jv env = cave_emitter_stamp(&r->em, cave_event_new(cave_jv_str(ev, "type", "?"), SRC));
+	char *s, saved[sizeof r->em.span];
+	jv env;
+
+	memcpy(saved, r->em.span, sizeof saved);
+	snprintf(r->em.span, sizeof r->em.span, "%s", f->span);
+	env = cave_emitter_stamp(&r->em, cave_event_new(cave_jv_str(ev, "type", "?"), SRC));
+	memcpy(r->em.span, saved, sizeof saved);
 	/* the envelope first (type, src, v, run, span, seq), then the fields */
 	jv_object_foreach(ev, k, v) {
 		const char *ks = jv_string_value(k);
@@ -209,67 +252,213 @@ static bool is_member(struct run *r, const char *src, size_t len)
 	return false;
 }
 
-static void print_text(struct run *r, const char *s, size_t n)
+/* The answer text of frame f: the root's goes to stdout as it comes. */
+static void answer_text(struct run *r, struct frame *f, const char *s, size_t n)
 {
 	if (!n)
+		return;
+	cave_sha256_update(f->final, s, n);
+	cave_buf_add(&f->answer, s, n);
+	if (f != &r->top)
 		return;
 	if (!r->o.events)
 		cave_io_write(&r->out, s, n);
 	r->out_nl = s[n - 1] == '\n';
 }
 
+static void newline(struct run *r)
+{
+	if (!r->o.events && !r->out_nl) {
+		cave_io_write(&r->out, "\n", 1);
+		r->out_nl = true;
+	}
+}
+
+/* ---- frames ------------------------------------------------------------- */
+
+static void frame_init(struct frame *f, struct frame *parent, struct cave_agent *ag)
+{
+	memset(f, 0, sizeof *f);
+	f->parent = parent;
+	f->ag = ag;
+	f->ancestry = jv_array();
+	f->messages = jv_array();
+	f->sigs = jv_array();
+	f->outcomes = jv_array();
+	f->final = cave_sha256_new();
+	cave_buf_init(&f->answer, CAVE_EVENT_MAX / 4);
+}
+
+static void pending_clear(struct frame *f)
+{
+	for (size_t i = 0; i < f->npend; i++) {
+		free(f->pend[i].use_id);
+		free(f->pend[i].name);
+		jv_free(f->pend[i].block);
+	}
+	f->npend = 0;
+}
+
+static void frame_fini(struct frame *f)
+{
+	char digest[CAVE_SHA256_HEX];
+	pending_clear(f);
+	jv_free(f->ancestry);
+	jv_free(f->messages);
+	jv_free(f->sigs);
+	jv_free(f->outcomes);
+	if (f->final)
+		cave_sha256_final(f->final, digest);
+	f->final = NULL;
+	cave_buf_free(&f->answer);
+	if (f->own_ag) {
+		cave_agent_free(f->ag);
+		free(f->ag);
+	}
+}
+
+/* Frees the subagents that ended and were answered. */
+static void sweep(struct run *r)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < r->nframes; i++) {
+		if (r->frames[i]->dead) {
+			frame_fini(r->frames[i]);
+			free(r->frames[i]);
+		} else {
+			r->frames[k++] = r->frames[i];
+		}
+	}
+	r->nframes = k;
+}
+
+/* The frame whose call or tool has id, or whose span is span. */
+static struct frame *frame_of_call(struct run *r, const char *id)
+{
+	if (*id && strcmp(r->top.call_id, id) == 0)
+		return &r->top;
+	for (size_t i = 0; i < r->nframes; i++)
+		if (*id && strcmp(r->frames[i]->call_id, id) == 0)
+			return r->frames[i];
+	return NULL;
+}
+
+static struct frame *frame_of_span(struct run *r, const char *span)
+{
+	for (size_t i = 0; i < r->nframes; i++)
+		if (!r->frames[i]->dead && strcmp(r->frames[i]->span, span) == 0)
+			return r->frames[i];
+	return strcmp(span, r->top.span) == 0 ? &r->top : NULL;
+}
+
+static bool any_call(struct run *r)
+{
+	bool any = r->top.call_id[0] != '\0';
+	for (size_t i = 0; i < r->nframes; i++)
+		any = any || r->frames[i]->call_id[0];
+	return any;
+}
+
+static bool any_tools(struct run *r)
+{
+	bool any = r->top.npend > 0;
+	for (size_t i = 0; i < r->nframes; i++)
+		any = any || r->frames[i]->npend > 0;
+	return any;
+}
+
 /* ---- the turn loop ------------------------------------------------------ */
 
-static void finish(struct run *r, const char *reason);
+static void finish(struct run *r, struct frame *f, const char *reason);
+static void tools_done(struct run *r, struct frame *f);
 
-static void send_call(struct run *r)
+static void send_call(struct run *r, struct frame *f)
 {
 	jv req, ev;
-	if (r->o.max_calls && r->ncalls >= (unsigned long)strtol(r->o.max_calls, NULL, 10)) {
-		finish(r, "call_budget_exhausted");
+	if (r->sig) { /* aborted: the frame ends where it is */
+		finish(r, f, NULL);
 		return;
 	}
-	snprintf(r->call_id, sizeof r->call_id, "c%lu", ++r->ncalls);
-	r->call_back = r->call_printed = false;
-	cave_buf_reset(&r->answer);
-	req = cave_turn_request(&r->ag, r->messages, r->call_id);
+	if (r->o.max_calls && r->ncalls >= (unsigned long)strtol(r->o.max_calls, NULL, 10)) {
+		finish(r, f, "call_budget_exhausted");
+		return;
+	}
+	snprintf(f->call_id, sizeof f->call_id, "c%lu", ++r->ncalls);
+	f->call_back = f->call_printed = false;
+	cave_buf_reset(&f->answer);
+	req = cave_turn_request(f->ag, f->messages, f->call_id);
 	ev = cave_event_new("call.request", SRC);
 	jv_object_foreach(req, k, v)
 		ev = jv_object_set(ev, k, v);
 	jv_free(req);
-	emit(r, ev, true);
+	emit(r, f, ev, true);
 }
 
-static void end_event(struct run *r)
+static void end_event(struct run *r, struct frame *f)
 {
 	char digest[CAVE_SHA256_HEX];
 	jv ev = cave_event_new("run.end", SRC);
-	cave_sha256_final(r->final, digest);
-	r->final = NULL;
-	if (r->stop[0])
-		ev = jv_object_set(ev, jv_string("stop_reason"), jv_string(r->stop));
-	if (r->error[0])
-		ev = jv_object_set(ev, jv_string("error"), jv_string(r->error));
-	if (r->sig > 0)
+	cave_sha256_final(f->final, digest);
+	f->final = NULL;
+	if (f->stop[0])
+		ev = jv_object_set(ev, jv_string("stop_reason"), jv_string(f->stop));
+	if (f->error[0])
+		ev = jv_object_set(ev, jv_string("error"), jv_string(f->error));
+	if (f == &r->top && r->sig > 0)
 		ev = jv_object_set(ev, jv_string("signal"), jv_number(r->sig));
 	ev = jv_object_set(ev, jv_string("final_digest"), jv_string(digest));
-	emit(r, ev, true);
+	if (f != &r->top) /* what the parent is told: resume reads it back */
+		ev = jv_object_set(ev, jv_string("output"),
+				   jv_string_sized(f->answer.data ? f->answer.data : "",
+						   (int)f->answer.len));
+	emit(r, f, ev, true);
 }
 
-/* The run is over: run.end goes round; the ring closes once it is back. */
-static void finish(struct run *r, const char *reason)
+/* What a parent's tool call gets from a subagent that ended. */
+static jv sub_block(const char *use_id, const char *stop, const char *error, const char *out)
 {
-	if (r->ended)
-		return;
-	r->ended = true;
-	if (reason && !r->stop[0])
-		snprintf(r->stop, sizeof r->stop, "%s", reason);
-	if (!r->o.events && !r->out_nl && r->final)
-		print_text(r, "\n", 1);
-	end_event(r);
+	jv res;
+	if (!error[0] && (!stop[0] || strcmp(stop, "complete") == 0)) {
+		res = jv_object_set(jv_object(), jv_string("exit"), jv_number(0));
+		res = jv_object_set(res, jv_string("output"), jv_string(out));
+		jv b = cave_turn_result_block(use_id, res);
+		jv_free(res);
+		return b;
+	}
+	return jv_object_set(cave_turn_error_block(use_id, ""), jv_string("content"),
+			     jv_string_fmt("[subagent stopped: %s]%s%s", error[0] ? error : stop,
+					   *out ? "\n" : "", out));
 }
 
-static void breaker(struct run *r, const char *kind, const char *tool, const char *sig)
+/* A frame's run is over: run.end goes round. The root's closes the ring
+ * once it is back; a subagent's answers its parent's tool call. */
+static void finish(struct run *r, struct frame *f, const char *reason)
+{
+	struct frame *p = f->parent;
+	struct pending *slot;
+	if (f->ended)
+		return;
+	f->ended = true;
+	f->carving = false;
+	if (reason && !f->stop[0])
+		snprintf(f->stop, sizeof f->stop, "%s", reason);
+	if (f == &r->top) {
+		if (f->final && f->answer.len)
+			newline(r);
+		end_event(r, f);
+		return;
+	}
+	end_event(r, f);
+	cave_buf_addc(&f->answer, '\0');
+	f->dead = true;
+	slot = &p->pend[f->slot];
+	slot->block = sub_block(slot->use_id, f->stop, f->error, f->answer.data);
+	slot->done = true;
+	tools_done(r, p);
+}
+
+static void breaker(struct run *r, struct frame *f, const char *kind, const char *tool,
+		    const char *sig)
 {
 	jv ev = cave_event_new("breaker", SRC);
 	ev = jv_object_set(ev, jv_string("kind"), jv_string(kind));
@@ -278,15 +467,15 @@ static void breaker(struct run *r, const char *kind, const char *tool, const cha
 		ev = jv_object_set(ev, jv_string("tool"), jv_string(tool));
 	if (sig)
 		ev = jv_object_set(ev, jv_string("signature"), jv_string(sig));
-	emit(r, ev, false);
+	emit(r, f, ev, false);
 }
 
 /* True when sig was seen in the last loop_window turns. */
-static bool repeated(struct run *r, const char *sig)
+static bool repeated(struct run *r, struct frame *f, const char *sig)
 {
-	int n = jv_array_length(jv_copy(r->sigs));
+	int n = jv_array_length(jv_copy(f->sigs));
 	for (int i = n - 1; i >= 0 && i >= n - r->o.loop_window; i--) {
-		jv turn = jv_array_get(jv_copy(r->sigs), i);
+		jv turn = jv_array_get(jv_copy(f->sigs), i);
 		bool hit = false;
 		jv_array_foreach(turn, k, s) {
 			(void)k;
@@ -300,33 +489,181 @@ static bool repeated(struct run *r, const char *sig)
 	return false;
 }
 
-static void tools_done(struct run *r);
-
-static void pending_clear(struct run *r)
+/* The tool.request for a tool call of frame f (input borrowed). */
+static void tool_request(struct run *r, struct frame *f, struct pending *p,
+			 const struct cave_agent_tool *t, jv input)
 {
-	for (size_t i = 0; i < r->npend; i++) {
-		free(r->pend[i].use_id);
-		free(r->pend[i].name);
-		jv_free(r->pend[i].block);
+	jv ev = cave_event_new("tool.request", SRC);
+	snprintf(p->id, sizeof p->id, "t%lu", ++r->ntools);
+	ev = jv_object_set(ev, jv_string("id"), jv_string(p->id));
+	ev = jv_object_set(ev, jv_string("call_id"), jv_string(p->use_id));
+	ev = jv_object_set(ev, jv_string("name"), jv_string(p->name));
+	ev = jv_object_set(ev, jv_string("input"), jv_copy(input));
+	ev = jv_object_set(ev, jv_string("effect"), jv_string(t->write ? "write" : "read"));
+	ev = jv_object_set(ev, jv_string("command"), jv_string(t->command));
+	ev = jv_object_set(ev, jv_string("workspace"),
+			   jv_string(r->o.workspace ? r->o.workspace : f->ag->dir));
+	ev = jv_object_set(ev, jv_string("timeout_ms"), jv_number((double)t->timeout_ms));
+	ev = jv_object_set(ev, jv_string("network"), jv_bool(t->network));
+	ev = jv_object_set(ev, jv_string("sandbox"),
+			   jv_string(f->ag->sandbox_host ? "host" : "required"));
+	ev = jv_object_set(ev, jv_string("sandbox_ancestry"), jv_copy(f->ancestry));
+	emit(r, f, ev, false);
+}
+
+/* The subagent's wallet: its cap in the run's denomination (the parent's
+ * remainder bounds it too, in cave-budget). NULL with why set when the
+ * subagent declares no cap in that denomination. */
+static const char *sub_denomination(struct run *r, const struct cave_agent_tool *t, jv *amount)
+{
+	bool usd = r->o.max_usd || (!r->o.max_tokens && t->max_cost_pico >= 0);
+	if (usd && t->max_cost_pico < 0)
+		return NULL;
+	if (!usd && t->max_tokens < 0)
+		return NULL;
+	*amount = usd ? cave_usd_jv(t->max_cost_pico) : jv_number((double)t->max_tokens);
+	return usd ? "usd" : "tokens";
+}
+
+/* Starts a subagent for pending p of frame f: checks the tree's limits,
+ * loads the agent, opens its run and asks cave-budget for its wallet;
+ * the first call leaves when the wallet comes. A refusal answers the tool
+ * call at once and takes no slot. */
+static void start_sub(struct run *r, struct frame *f, struct pending *p,
+		      const struct cave_agent_tool *t, jv input)
+{
+	struct cave_agent *ag;
+	struct frame *c;
+	const char *denom = NULL, *mode = f->ag->sandbox_host ? "host" : "required";
+	char why[512], digest[CAVE_SHA256_HEX];
+	bool under_required = !f->ag->sandbox_host;
+	jv task, amount = jv_invalid(), start, opts, carve;
+	cave_err e;
+
+	why[0] = '\0';
+	jv_array_foreach(jv_copy(f->ancestry), i, m) {
+		(void)i;
+		under_required = under_required || strcmp(jv_string_value(m), "required") == 0;
+		jv_free(m);
 	}
-	r->npend = 0;
+	if (f->depth + 1 > r->o.max_depth)
+		snprintf(why, sizeof why, "[subagent refused: the depth limit (%ld) is reached]",
+			 r->o.max_depth);
+	else if (r->o.max_subs && r->subs_started >= (unsigned long)r->o.max_subs)
+		snprintf(why, sizeof why, "[subagent refused: the run's limit of %ld subagent "
+			 "invocations is reached]", r->o.max_subs);
+	else if (r->o.max_live && r->nframes >= (size_t)r->o.max_live)
+		snprintf(why, sizeof why, "[subagent refused: %ld subagents are running, the "
+			 "most at once]", r->o.max_live);
+	else if (r->nframes >= MAX_FRAMES)
+		snprintf(why, sizeof why, "[subagent refused: %d subagents are running]", MAX_FRAMES);
+	else if (!r->has_budget)
+		snprintf(why, sizeof why, "[subagent refused: no cave-budget in the ring to "
+			 "carve its wallet]");
+	else if (!(denom = sub_denomination(r, t, &amount)))
+		snprintf(why, sizeof why, "[subagent refused: it declares no cap in %s, the "
+			 "run's budget]", r->o.max_usd ? "USD (max_cost_usd)" : "tokens (max_tokens)");
+	if (why[0]) {
+		jv_free(amount);
+		p->block = cave_turn_error_block(p->use_id, why);
+		p->done = true;
+		return;
+	}
+	ag = cave_xcalloc(1, sizeof *ag);
+	if (cave_agent_load(t->subagent_dir, ag, &e) < 0) {
+		free(ag);
+		jv_free(amount);
+		snprintf(why, sizeof why, "[subagent refused: %.400s]", e.msg);
+		p->block = cave_turn_error_block(p->use_id, why);
+		p->done = true;
+		return;
+	}
+	if (ag->sandbox_host && under_required) {
+		cave_agent_free(ag);
+		free(ag);
+		jv_free(amount);
+		p->block = cave_turn_error_block(p->use_id, "[denied: "
+						 "cave_host_sandbox_nested_under_required: a host-"
+						 "mode subagent cannot run under a required-mode agent]");
+		p->done = true;
+		return;
+	}
+	c = cave_xcalloc(1, sizeof *c);
+	frame_init(c, f, ag);
+	c->own_ag = true;
+	c->slot = (size_t)(p - f->pend);
+	c->depth = f->depth + 1;
+	cave_span_id(c->span);
+	jv_free(c->ancestry);
+	c->ancestry = jv_array_append(jv_copy(f->ancestry), jv_string(mode));
+	snprintf(p->id, sizeof p->id, "%s", c->span);
+	r->frames[r->nframes++] = c;
+	r->subs_started++;
+
+	task = jv_object_get(jv_copy(input), jv_string("task"));
+	if (jv_get_kind(task) != JV_KIND_STRING) {
+		jv_free(task);
+		task = jv_dump_string(jv_copy(input), 0);
+	}
+	cave_sha256_hex(jv_string_value(task), (size_t)jv_string_length_bytes(jv_copy(task)),
+			digest);
+	opts = jv_object_set(jv_object(), jv_string("agent_dir"), jv_string(ag->dir));
+	opts = jv_object_set(opts, jv_string("depth"), jv_number(c->depth));
+	opts = jv_object_set(opts, jv_string("denomination"), jv_string(denom));
+	opts = jv_object_set(opts, jv_string("wallet_at_most"), jv_copy(amount));
+	start = cave_event_new("run.start", SRC);
+	start = jv_object_set(start, jv_string("agent"), jv_string(ag->id));
+	start = jv_object_set(start, jv_string("agent_digest"), jv_string(ag->digest));
+	start = jv_object_set(start, jv_string("input_digest"), jv_string(digest));
+	start = jv_object_set(start, jv_string("parent_span"), jv_string(f->span));
+	start = jv_object_set(start, jv_string("call_id"), jv_string(p->use_id));
+	start = jv_object_set(start, jv_string("tool"), jv_string(p->name));
+	start = jv_object_set(start, jv_string("options"), opts);
+	emit(r, c, start, false);
+	c->messages = jv_array_append(c->messages, cave_turn_message("user", task));
+
+	carve = cave_event_new("budget.carve", SRC);
+	carve = jv_object_set(carve, jv_string("child_span"), jv_string(c->span));
+	carve = jv_object_set(carve, jv_string("denomination"), jv_string(denom));
+	carve = jv_object_set(carve, jv_string("at_most"), amount);
+	c->carving = true;
+	emit(r, f, carve, false);
+}
+
+/* cave-budget's answer to a carve: the subagent starts, or stops before
+ * its first call. */
+static void on_carve(struct run *r, jv ev)
+{
+	struct frame *c = frame_of_span(r, cave_jv_str(ev, "child_span", ""));
+	const char *refused = cave_jv_str(ev, "refused", NULL);
+	if (!c || !c->carving)
+		return;
+	c->carving = false;
+	if (refused) {
+		r->subs_started--; /* a refusal takes no slot */
+		snprintf(c->error, sizeof c->error, "wallet_%.50s", refused);
+		finish(r, c, strcmp(refused, "wallet_revoked") == 0 ? "wallet_revoked"
+			 : "budget_exhausted");
+		return;
+	}
+	send_call(r, c);
 }
 
 /* Asks the ring for the tools a response wants (uses consumed). */
-static void run_tools(struct run *r, jv uses)
+static void run_tools(struct run *r, struct frame *f, jv uses)
 {
 	int n = jv_array_length(jv_copy(uses));
 	jv turn_sigs = jv_array();
 	bool loop = false;
 	char loop_tool[80] = "", loop_sig[CAVE_SHA256_HEX] = "";
 
-	pending_clear(r);
-	for (int i = 0; i < n && r->npend < MAX_PENDING; i++) {
+	pending_clear(f);
+	for (int i = 0; i < n && f->npend < MAX_PENDING; i++) {
 		jv u = jv_array_get(jv_copy(uses), i);
 		const char *name = cave_jv_str(u, "name", "");
 		const char *use_id = cave_jv_str(u, "id", "");
-		const struct cave_agent_tool *t = cave_agent_tool(&r->ag, name);
-		struct pending *p = &r->pend[r->npend++];
+		const struct cave_agent_tool *t = cave_agent_tool(f->ag, name);
+		struct pending *p = &f->pend[f->npend++];
 		jv input = jv_object_get(jv_copy(u), jv_string("input"));
 		char sig[CAVE_SHA256_HEX];
 
@@ -334,16 +671,17 @@ static void run_tools(struct run *r, jv uses)
 		p->block = jv_invalid();
 		p->use_id = cave_xstrdup(use_id);
 		p->name = cave_xstrdup(name);
-		snprintf(p->id, sizeof p->id, "t%lu", ++r->ntools);
+		p->write = t && t->write;
+		p->repeat_ok = t && t->allow_repeat;
 		cave_turn_signature(name, input, sig);
-		if (r->o.breakers && !loop && repeated(r, sig)) {
+		if (r->o.breakers && !loop && !p->repeat_ok && repeated(r, f, sig)) {
 			loop = true;
 			snprintf(loop_tool, sizeof loop_tool, "%.79s", name);
 			snprintf(loop_sig, sizeof loop_sig, "%s", sig);
 		}
 		turn_sigs = jv_array_append(turn_sigs, jv_string(sig));
 		if (i >= r->o.fan_out) {
-			breaker(r, "fan_out_blocked", name, NULL);
+			breaker(r, f, "fan_out_blocked", name, NULL);
 			p->block = cave_turn_error_block(use_id, "[fan_out_blocked: too many tool "
 							 "calls in one response; call it again "
 							 "later]");
@@ -352,63 +690,97 @@ static void run_tools(struct run *r, jv uses)
 			p->block = cave_turn_error_block(use_id, "[unknown tool: the agent "
 							 "declares no tool of that name]");
 			p->done = true;
-		} else if (t->subagent_dir) {
-			p->block = cave_turn_error_block(use_id, "[subagents are not available "
-							 "in this version of cave run]");
+		} else if (loop && strcmp(loop_sig, sig) == 0) {
+			p->block = cave_turn_error_block(use_id, "[loop_detected: this call was "
+							 "made before; the run stops]");
 			p->done = true;
+		} else if (t->subagent_dir) {
+			start_sub(r, f, p, t, input);
 		} else {
-			jv ev = cave_event_new("tool.request", SRC);
-			ev = jv_object_set(ev, jv_string("id"), jv_string(p->id));
-			ev = jv_object_set(ev, jv_string("call_id"), jv_string(use_id));
-			ev = jv_object_set(ev, jv_string("name"), jv_string(name));
-			ev = jv_object_set(ev, jv_string("input"), jv_copy(input));
-			ev = jv_object_set(ev, jv_string("effect"),
-					   jv_string(t->write ? "write" : "read"));
-			ev = jv_object_set(ev, jv_string("command"), jv_string(t->command));
-			ev = jv_object_set(ev, jv_string("workspace"),
-					   jv_string(r->o.workspace ? r->o.workspace : r->ag.dir));
-			ev = jv_object_set(ev, jv_string("timeout_ms"), jv_number((double)t->timeout_ms));
-			ev = jv_object_set(ev, jv_string("network"), jv_false());
-			ev = jv_object_set(ev, jv_string("sandbox"),
-					   jv_string(r->ag.sandbox_host ? "host" : "required"));
-			emit(r, ev, false);
+			tool_request(r, f, p, t, input);
 		}
 		jv_free(input);
 		jv_free(u);
 	}
 	jv_free(uses);
-	r->sigs = jv_array_append(r->sigs, turn_sigs);
+	f->sigs = jv_array_append(f->sigs, turn_sigs);
 	if (loop) {
-		breaker(r, "loop_detected", loop_tool, loop_sig);
-		r->stopping = true;
-		snprintf(r->stop, sizeof r->stop, "loop_detected");
+		breaker(r, f, "loop_detected", loop_tool, loop_sig);
+		f->stopping = true;
+		snprintf(f->stop, sizeof f->stop, "loop_detected");
 	}
-	tools_done(r);
+	tools_done(r, f);
+}
+
+/* No progress: the last no_progress_window turns of f had the same
+ * outcome (the tools called and what they answered, arguments aside).
+ * A turn with a successful declared write is progress and clears it. */
+static bool no_progress(struct run *r, struct frame *f, jv blocks)
+{
+	char sig[CAVE_SHA256_HEX];
+	jv outcome = jv_array(), s;
+	bool wrote = false, same = true;
+	int n;
+
+	for (size_t i = 0; i < f->npend; i++) {
+		jv b = jv_array_get(jv_copy(blocks), (int)i);
+		jv o = jv_object_set(jv_object(), jv_string("name"), jv_string(f->pend[i].name));
+		o = jv_object_set(o, jv_string("content"), jv_object_get(jv_copy(b), jv_string("content")));
+		o = jv_object_set(o, jv_string("is_error"), jv_object_get(jv_copy(b), jv_string("is_error")));
+		wrote = wrote || (f->pend[i].write && !cave_jv_bool(b, "is_error", false));
+		outcome = jv_array_append(outcome, o);
+		jv_free(b);
+	}
+	if (wrote) {
+		jv_free(outcome);
+		jv_free(f->outcomes);
+		f->outcomes = jv_array();
+		return false;
+	}
+	s = jv_dump_string(outcome, JV_PRINT_SORTED);
+	cave_sha256_hex(jv_string_value(s), (size_t)jv_string_length_bytes(jv_copy(s)), sig);
+	jv_free(s);
+	f->outcomes = jv_array_append(f->outcomes, jv_string(sig));
+	n = jv_array_length(jv_copy(f->outcomes));
+	if (!r->o.breakers || n < r->o.no_progress_window)
+		return false;
+	for (int i = n - r->o.no_progress_window; i < n; i++) {
+		jv x = jv_array_get(jv_copy(f->outcomes), i);
+		same = same && strcmp(jv_string_value(x), sig) == 0;
+		jv_free(x);
+	}
+	if (same)
+		breaker(r, f, "no_progress", NULL, sig);
+	return same;
 }
 
 /* When every tool of the turn has answered: the results go into the
  * history and the next call leaves (unless a stop came in between). */
-static void tools_done(struct run *r)
+static void tools_done(struct run *r, struct frame *f)
 {
 	jv blocks = jv_array();
-	for (size_t i = 0; i < r->npend; i++)
-		if (!r->pend[i].done) {
+	for (size_t i = 0; i < f->npend; i++)
+		if (!f->pend[i].done) {
 			jv_free(blocks);
 			return;
 		}
-	for (size_t i = 0; i < r->npend; i++) {
-		blocks = jv_array_append(blocks, r->pend[i].block);
-		r->pend[i].block = jv_invalid();
+	for (size_t i = 0; i < f->npend; i++) {
+		blocks = jv_array_append(blocks, f->pend[i].block);
+		f->pend[i].block = jv_invalid();
 	}
-	pending_clear(r);
-	r->messages = jv_array_append(r->messages, cave_turn_message("user", blocks));
-	if (r->stopping)
-		finish(r, NULL);
+	if (!f->stopping && no_progress(r, f, blocks)) {
+		f->stopping = true;
+		snprintf(f->stop, sizeof f->stop, "no_progress");
+	}
+	pending_clear(f);
+	f->messages = jv_array_append(f->messages, cave_turn_message("user", blocks));
+	if (f->stopping)
+		finish(r, f, NULL);
 	else
-		send_call(r);
+		send_call(r, f);
 }
 
-static void on_response(struct run *r, jv ev)
+static void on_response(struct run *r, struct frame *f, jv ev)
 {
 	jv content = jv_object_get(jv_copy(ev), jv_string("content"));
 	jv uses;
@@ -416,63 +788,65 @@ static void on_response(struct run *r, jv ev)
 		jv_free(content);
 		content = jv_array();
 	}
-	if (!r->call_printed) { /* a response that did not stream its text */
+	if (!f->call_printed) { /* a response that did not stream its text */
 		jv_array_foreach(jv_copy(content), i, b) {
 			(void)i;
 			if (strcmp(cave_jv_str(b, "type", ""), "text") == 0) {
 				const char *t = cave_jv_str(b, "text", "");
-				print_text(r, t, strlen(t));
-				cave_sha256_update(r->final, t, strlen(t));
-				cave_buf_adds(&r->answer, t);
+				answer_text(r, f, t, strlen(t));
 			}
 			jv_free(b);
 		}
 	}
-	r->call_id[0] = '\0';
+	f->call_id[0] = '\0';
 	uses = cave_turn_tool_uses(content);
 	if (jv_array_length(jv_copy(content)) > 0)
-		r->messages = jv_array_append(r->messages,
+		f->messages = jv_array_append(f->messages,
 					      cave_turn_message("assistant", jv_copy(content)));
 	jv_free(content);
-	if (jv_array_length(jv_copy(uses)) == 0 || r->stopping) {
+	if (jv_array_length(jv_copy(uses)) == 0 || f->stopping) {
 		jv_free(uses);
-		finish(r, r->stopping ? NULL : "complete");
+		finish(r, f, f->stopping ? NULL : "complete");
 		return;
 	}
-	if (!r->o.events && !r->out_nl && r->call_printed)
-		print_text(r, "\n", 1);
-	run_tools(r, uses);
+	if (f == &r->top && f->call_printed)
+		newline(r);
+	run_tools(r, f, uses);
 }
 
-static void on_stop(struct run *r, jv ev)
+static void on_stop(struct run *r, struct frame *f, jv ev)
 {
 	const char *why = cave_jv_str(ev, "reason", "budget_exhausted");
 	const char *msg = cave_jv_str(ev, "message", NULL);
-	if (r->ended)
+	if (f->ended)
 		return;
-	if (!r->stopping && !r->stop[0])
-		snprintf(r->stop, sizeof r->stop, "%.31s", why);
-	r->stopping = true;
+	if (!f->stopping && !f->stop[0])
+		snprintf(f->stop, sizeof f->stop, "%.31s", why);
+	f->stopping = true;
 	if (msg && !r->o.quiet)
-		cave_warn("stop: %s: %s", why, msg);
+		cave_warn("%s%sstop: %s: %s", f == &r->top ? "" : f->ag->id,
+			  f == &r->top ? "" : ": ", why, msg);
 	/* a call whose request never came back round was held by a member:
 	 * it will not be answered */
-	if (r->call_id[0] && !r->call_back) {
-		r->call_id[0] = '\0';
-		finish(r, NULL);
-	} else if (!r->call_id[0] && r->npend == 0) {
-		finish(r, NULL);
+	if (f->call_id[0] && !f->call_back) {
+		f->call_id[0] = '\0';
+		finish(r, f, NULL);
+	} else if (!f->call_id[0] && f->npend == 0) {
+		finish(r, f, NULL);
 	}
 }
 
-static void on_call_error(struct run *r, jv ev)
+static void on_call_error(struct run *r, struct frame *f, jv ev)
 {
 	const char *code = cave_jv_str(ev, "code", "error");
 	if (!cave_jv_bool(ev, "final", true))
 		return;
-	r->call_id[0] = '\0';
-	cave_warn("call failed: %s: %s", code, cave_jv_str(ev, "message", ""));
-	if (strcmp(code, "no_api_key") == 0)
+	f->call_id[0] = '\0';
+	cave_warn("%s%scall failed: %s: %s", f == &r->top ? "" : f->ag->id,
+		  f == &r->top ? "" : ": ", code, cave_jv_str(ev, "message", ""));
+	if (f != &r->top)
+		snprintf(f->error, sizeof f->error, "%.63s", code);
+	else if (strcmp(code, "no_api_key") == 0)
 		fail(r, CAVE_EX_CONFIG, code);
 	else if (strncmp(code, "cave_run_cost", 13) == 0)
 		fail(r, CAVE_EX_POLICY, code);
@@ -482,56 +856,81 @@ static void on_call_error(struct run *r, jv ev)
 		fail(r, CAVE_EX_SOFTWARE, code);
 	else
 		fail(r, CAVE_EX_UNAVAILABLE, code);
-	finish(r, NULL);
+	finish(r, f, NULL);
 }
 
-static void on_tool_result(struct run *r, jv ev)
+static bool tool_result_in(struct run *r, struct frame *f, jv ev)
 {
 	const char *id = cave_jv_str(ev, "id", "");
-	for (size_t i = 0; i < r->npend; i++) {
-		struct pending *p = &r->pend[i];
+	for (size_t i = 0; i < f->npend; i++) {
+		struct pending *p = &f->pend[i];
 		if (p->done || strcmp(p->id, id) != 0)
 			continue;
 		p->block = cave_turn_result_block(p->use_id, ev);
 		p->done = true;
-		tools_done(r);
-		return;
+		tools_done(r, f);
+		return true;
 	}
+	return false;
+}
+
+static void on_tool_result(struct run *r, jv ev)
+{
+	if (tool_result_in(r, &r->top, ev))
+		return;
+	for (size_t i = 0; i < r->nframes; i++)
+		if (!r->frames[i]->dead && tool_result_in(r, r->frames[i], ev))
+			return;
 }
 
 /* Acts on an event from another member (borrowed). */
 static void act(struct run *r, const struct cave_ev_head *h, jv ev)
 {
 	const char *id = cave_jv_str(ev, "id", "");
-	if (r->ended)
+	struct frame *f;
+	if (r->top.ended)
 		return;
 	if (cave_event_type_is(h, "call.delta")) {
-		if (r->call_id[0] && strcmp(id, r->call_id) == 0) {
+		if ((f = frame_of_call(r, id))) {
 			const char *t = cave_jv_str(ev, "text", "");
-			size_t n = strlen(t);
-			print_text(r, t, n);
-			cave_sha256_update(r->final, t, n);
-			cave_buf_add(&r->answer, t, n);
-			r->call_printed = true;
+			answer_text(r, f, t, strlen(t));
+			f->call_printed = true;
 		}
 	} else if (cave_event_type_is(h, "call.response")) {
-		if (r->call_id[0] && strcmp(id, r->call_id) == 0)
-			on_response(r, ev);
+		if ((f = frame_of_call(r, id)))
+			on_response(r, f, ev);
 	} else if (cave_event_type_is(h, "call.error")) {
-		if (r->call_id[0] && strcmp(id, r->call_id) == 0)
-			on_call_error(r, ev);
+		if ((f = frame_of_call(r, id)))
+			on_call_error(r, f, ev);
 	} else if (cave_event_type_is(h, "tool.result")) {
 		on_tool_result(r, ev);
 	} else if (cave_event_type_is(h, "run.stop")) {
-		on_stop(r, ev);
+		f = frame_of_span(r, cave_jv_str(ev, "span", ""));
+		on_stop(r, f ? f : &r->top, ev);
+	} else if (cave_event_type_is(h, "budget.carve")) {
+		on_carve(r, ev);
 	}
+	sweep(r);
 }
 
 static bool acts_on(const struct cave_ev_head *h)
 {
 	return cave_event_type_is(h, "call.delta") || cave_event_type_is(h, "call.response") ||
 	       cave_event_type_is(h, "call.error") || cave_event_type_is(h, "tool.result") ||
-	       cave_event_type_is(h, "run.stop");
+	       cave_event_type_is(h, "run.stop") || cave_event_type_is(h, "budget.carve");
+}
+
+/* The span of one of the head's own events, back from its lap: emit()
+ * writes the envelope in a fixed order (type, src, v, run, span, seq), so
+ * it is read from the prefix without parsing a megabyte of history. */
+static bool own_span(const char *line, size_t len, char out[17])
+{
+	const char *k = memmem(line, len < 256 ? len : 256, "\"span\":\"", 8);
+	if (!k || (size_t)(k - line) + 8 + 17 > len || k[8 + 16] != '"')
+		return false;
+	memcpy(out, k + 8, 16);
+	out[16] = '\0';
+	return true;
 }
 
 static int on_ring_line(void *ctx, char *line, size_t len)
@@ -546,9 +945,14 @@ static int on_ring_line(void *ctx, char *line, size_t len)
 	if (cave_event_peek(line, len, &h) == 0 && h.src && cave_event_src_is(&h, SRC)) {
 		/* our own event, back from its lap: already journaled */
 		r->returned++;
-		if (cave_event_type_is(&h, "call.request"))
-			r->call_back = true;
-		else if (cave_event_type_is(&h, "run.end"))
+		char span[17];
+		struct frame *f;
+		if (!own_span(line, len, span))
+			return 0;
+		f = frame_of_span(r, span);
+		if (cave_event_type_is(&h, "call.request") && f)
+			f->call_back = true; /* a frame has one call out at a time */
+		else if (cave_event_type_is(&h, "run.end") && f == &r->top)
 			r->end_back = true;
 		return 0;
 	}
@@ -584,9 +988,19 @@ static void add_member(struct run *r, const char *name)
 	r->members[r->nmembers++] = cave_xstrdup(name);
 }
 
+/* Appends "flag value" to argv when value is set; returns the new count. */
+static int flag_arg(const char **argv, int n, const char *flag, const char *value)
+{
+	if (value) {
+		argv[n++] = flag;
+		argv[n++] = value;
+	}
+	return n;
+}
+
 static void build_ring(struct run *r)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], restore_bytes[32];
 	cave_err e;
 	const char *argv[24];
 	int n = 0;
@@ -597,34 +1011,31 @@ static void build_ring(struct run *r)
 			cave_die(CAVE_EX_CONFIG, "cannot find cave-budget, which the budget options need");
 	} else {
 		argv[n++] = path;
-		if (r->o.max_usd) {
-			argv[n++] = "--max-usd";
-			argv[n++] = r->o.max_usd;
-		}
-		if (r->o.max_tokens) {
-			argv[n++] = "--max-tokens";
-			argv[n++] = r->o.max_tokens;
-		}
-		if (r->o.max_calls) {
-			argv[n++] = "--max-model-calls";
-			argv[n++] = r->o.max_calls;
-		}
-		if (r->o.max_tool_calls) {
-			argv[n++] = "--max-tool-calls";
-			argv[n++] = r->o.max_tool_calls;
-		}
-		if (r->o.deadline) {
-			argv[n++] = "--deadline-ms";
-			argv[n++] = r->o.deadline;
-		}
-		if (r->o.catalog) {
-			argv[n++] = "--catalog";
-			argv[n++] = r->o.catalog;
+		n = flag_arg(argv, n, "--max-usd", r->o.max_usd);
+		n = flag_arg(argv, n, "--max-tokens", r->o.max_tokens);
+		n = flag_arg(argv, n, "--max-retry-usd", r->o.max_retry_usd);
+		n = flag_arg(argv, n, "--max-retry-tokens", r->o.max_retry_tokens);
+		n = flag_arg(argv, n, "--max-model-calls", r->o.max_calls);
+		n = flag_arg(argv, n, "--max-tool-calls", r->o.max_tool_calls);
+		n = flag_arg(argv, n, "--deadline-ms", r->o.deadline);
+		n = flag_arg(argv, n, "--catalog", r->o.catalog);
+		if (r->o.resume) {
+			/* the ledger as the journal left it; only the bytes there
+			 * now, since the run appends to it while cave-budget reads */
+			struct stat st;
+			if (fstat(r->j.fd, &st) < 0)
+				cave_die(CAVE_EX_IO, "cannot stat '%s':", r->j.path);
+			snprintf(restore_bytes, sizeof restore_bytes, "%lld", (long long)st.st_size);
+			argv[n++] = "--restore";
+			argv[n++] = r->j.path;
+			argv[n++] = "--restore-bytes";
+			argv[n++] = restore_bytes;
 		}
 		argv[n] = NULL;
 		if (cave_ring_add(&r->ring, argv, &e) < 0)
 			cave_die(CAVE_EX_SOFTWARE, "%s", e.msg);
 		add_member(r, "cave-budget");
+		r->has_budget = true;
 	}
 	for (int i = 0; i < r->o.nfilters; i++)
 		if (cave_ring_add_shell(&r->ring, r->o.filters[i], &e) < 0)
@@ -633,10 +1044,7 @@ static void build_ring(struct run *r)
 		cave_die(CAVE_EX_CONFIG, "cannot find cave-call");
 	n = 0;
 	argv[n++] = path;
-	if (r->o.fixtures) {
-		argv[n++] = "--fixtures";
-		argv[n++] = r->o.fixtures;
-	}
+	n = flag_arg(argv, n, "--fixtures", r->o.fixtures);
 	argv[n] = NULL;
 	if (cave_ring_add(&r->ring, argv, &e) < 0)
 		cave_die(CAVE_EX_SOFTWARE, "%s", e.msg);
@@ -671,21 +1079,14 @@ static char *read_all_stdin(void)
 
 static jv read_json_file(const char *path)
 {
-	FILE *f = fopen(path, "rb");
 	struct cave_buf b;
-	char chunk[65536];
-	size_t n;
 	jv v;
-	if (!f)
-		return jv_invalid();
 	cave_buf_init(&b, STATE_MAX);
-	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-		if (cave_buf_add(&b, chunk, n) < 0) {
-			fclose(f);
-			cave_buf_free(&b);
-			return jv_invalid_with_msg(jv_string("too large"));
-		}
-	fclose(f);
+	if (cave_buf_read_file(&b, path) < 0) {
+		v = errno == ENOBUFS ? jv_invalid_with_msg(jv_string("too large")) : jv_invalid();
+		cave_buf_free(&b);
+		return v;
+	}
 	v = jv_parse_sized(b.data ? b.data : "", (int)b.len);
 	cave_buf_free(&b);
 	return v;
@@ -791,8 +1192,8 @@ static long conv_open(struct run *r, jv *meta_out)
 	*meta_out = meta;
 	jv_free(r->prior);
 	r->prior = jv_copy(hist);
-	jv_free(r->messages);
-	r->messages = hist;
+	jv_free(r->top.messages);
+	r->top.messages = hist;
 	return epoch;
 }
 
@@ -803,7 +1204,7 @@ static void conv_close(struct run *r, jv meta, bool commit)
 	char path[PATH_MAX + 32];
 	if (commit) {
 		snprintf(path, sizeof path, "%s/history.json", r->conv_dir);
-		if (write_json_file(path, jv_copy(r->messages)) < 0) {
+		if (write_json_file(path, jv_copy(r->top.messages)) < 0) {
 			cave_warn("cannot write '%s':", path);
 			fail(r, CAVE_EX_IO, "conversation");
 		}
@@ -862,15 +1263,18 @@ static int loop(struct run *r, const sigset_t *unblocked)
 		if (got_signal && !r->sig) {
 			r->sig = got_signal;
 			/* The members doing work (a call in flight, tools running)
-			 * are told to stop; they settle and flush what they know.
-			 * The others see their input end once the head closes it,
-			 * and pass everything before it on, so nothing is lost in
-			 * between. A member that lingers is told later. */
+			 * are told to stop: each ends its work with an error or a
+			 * result, which comes round and goes on to cave-budget, so
+			 * what was spent is settled; no new call leaves (send_call)
+			 * and the frames finish. The ring closes once the root's
+			 * run.end is back, or at once when nothing was running. A
+			 * ring that lingers is closed, then told, then killed. */
 			for (size_t i = 0; i < r->nmembers; i++)
-				if ((r->call_id[0] && strcmp(r->members[i], "cave-call") == 0) ||
-				    (r->npend && strcmp(r->members[i], "cave-sandbox") == 0))
+				if ((any_call(r) && strcmp(r->members[i], "cave-call") == 0) ||
+				    (any_tools(r) && strcmp(r->members[i], "cave-sandbox") == 0))
 					cave_ring_signal_one(&r->ring, r->member_at[i], SIGTERM);
-			close_ring(r);
+			if (!any_call(r) && !any_tools(r))
+				close_ring(r);
 			abort_at = now_ms() + DRAIN_MS;
 		}
 		if (r->out.out_closed && !r->sig) {
@@ -880,11 +1284,12 @@ static int loop(struct run *r, const sigset_t *unblocked)
 		if (abort_at && now_ms() > abort_at) {
 			cave_warn("the ring did not finish in %d ms; %s", DRAIN_MS,
 				  killed ? "killing it" : "stopping it");
+			close_ring(r);
 			cave_ring_signal(&r->ring, killed ? SIGKILL : SIGTERM);
 			killed = true;
 			abort_at = now_ms() + DRAIN_MS;
 		}
-		if (r->ended && !r->closed && r->end_back && !queued(&r->rout))
+		if (r->top.ended && !r->closed && r->end_back && !queued(&r->rout))
 			close_ring(r);
 		if (r->rin.in_eof)
 			break;
@@ -937,12 +1342,20 @@ static void parse_opts(struct run *r, int argc, char **argv)
 		{ "workspace", required_argument, NULL, 15 },
 		{ "fixtures", required_argument, NULL, 16 },
 		{ "catalog", required_argument, NULL, 17 },
+		{ "no-progress-window", required_argument, NULL, 18 },
+		{ "max-subagent-depth", required_argument, NULL, 19 },
+		{ "max-subagent-invocations", required_argument, NULL, 20 },
+		{ "max-concurrent-subagents", required_argument, NULL, 21 },
+		{ "max-retry-usd", required_argument, NULL, 22 },
+		{ "max-retry-tokens", required_argument, NULL, 23 },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	int c;
 	r->o.fan_out = 8;
 	r->o.loop_window = 8;
+	r->o.no_progress_window = 3;
+	r->o.max_depth = 2;
 	r->o.breakers = true;
 	r->o.state = ".caveman";
 	r->o.max_calls = "50";
@@ -970,12 +1383,22 @@ static void parse_opts(struct run *r, int argc, char **argv)
 		case 15: r->o.workspace = optarg; break;
 		case 16: r->o.fixtures = optarg; break;
 		case 17: r->o.catalog = optarg; break;
+		case 18: r->o.no_progress_window = parse_num(optarg, "--no-progress-window", 2, 1000); break;
+		case 19: r->o.max_depth = parse_num(optarg, "--max-subagent-depth", 0, MAX_DEPTH); break;
+		case 20: r->o.max_subs = parse_num(optarg, "--max-subagent-invocations", 1, 1000000); break;
+		case 21: r->o.max_live = parse_num(optarg, "--max-concurrent-subagents", 1, MAX_FRAMES); break;
+		case 22: r->o.max_retry_usd = optarg; break;
+		case 23: r->o.max_retry_tokens = optarg; break;
 		case 'h': fputs(usage, stdout); exit(cave_close_stdout());
 		default: fputs(usage, stderr); exit(CAVE_EX_USAGE);
 		}
 	}
 	if (r->o.max_usd && r->o.max_tokens)
 		cave_die(CAVE_EX_USAGE, "--max-usd and --max-tokens do not go together");
+	/* the amount itself cave-budget checks, in the budget's denomination */
+	if ((r->o.max_retry_usd && !r->o.max_usd) || (r->o.max_retry_tokens && !r->o.max_tokens))
+		cave_die(CAVE_EX_USAGE, "%s needs %s", r->o.max_retry_usd ? "--max-retry-usd"
+			 : "--max-retry-tokens", r->o.max_retry_usd ? "--max-usd" : "--max-tokens");
 }
 
 /* ---- the end: receipt, bill, sidecar ------------------------------------ */
@@ -1030,6 +1453,8 @@ struct rs {
 	jv tres;           /* tool.result by id (object) */
 	jv budget;         /* the last budget.state */
 	jv prior_resume;   /* resume.json of an earlier resume, or null */
+	jv subs;           /* subagents by the tool_use id that started them:
+			    * {"start": run.start, "end": run.end or absent} */
 	bool ended;
 	uint64_t seq;
 	unsigned long maxc, maxt;
@@ -1064,10 +1489,33 @@ static int resume_line(void *ctx, char *line, size_t len, unsigned long lineno)
 	type = cave_jv_str(ev, "type", "");
 	src = cave_jv_str(ev, "src", "");
 	id = cave_jv_str(ev, "id", "");
-	if (strcmp(src, SRC) == 0) {
-		uint64_t q = (uint64_t)cave_jv_int(ev, "seq", 0);
-		if (q > s->seq)
-			s->seq = q;
+	if (strcmp(src, SRC) == 0 && (uint64_t)cave_jv_int(ev, "seq", 0) > s->seq)
+		s->seq = (uint64_t)cave_jv_int(ev, "seq", 0);
+	if (strcmp(src, SRC) == 0 && jv_get_kind(s->start) == JV_KIND_OBJECT &&
+	    strcmp(cave_jv_str(ev, "span", ""), cave_jv_str(s->start, "span", "")) != 0) {
+		/* a subagent's: its start and end tell resume what it answered;
+		 * its ids still count, so new ones do not collide */
+		const char *sp = cave_jv_str(ev, "span", "");
+		if (strcmp(type, "run.start") == 0 && cave_jv_str(ev, "call_id", NULL)) {
+			jv e1 = jv_object_set(jv_object(), jv_string("start"), jv_copy(ev));
+			s->subs = jv_object_set(s->subs, jv_string(cave_jv_str(ev, "call_id", "")), e1);
+		} else if (strcmp(type, "run.end") == 0) {
+			jv_object_foreach(jv_copy(s->subs), k, v) {
+				jv st = jv_object_get(jv_copy(v), jv_string("start"));
+				if (strcmp(cave_jv_str(st, "span", ""), sp) == 0)
+					s->subs = jv_object_set(s->subs, jv_copy(k),
+								jv_object_set(jv_copy(v), jv_string("end"),
+									      jv_copy(ev)));
+				jv_free(st);
+				jv_free(k);
+				jv_free(v);
+			}
+		}
+		if (num_after(id, 'c') > s->maxc)
+			s->maxc = num_after(id, 'c');
+		if (num_after(id, 't') > s->maxt)
+			s->maxt = num_after(id, 't');
+	} else if (strcmp(src, SRC) == 0) {
 		if (strcmp(type, "run.start") == 0 && jv_get_kind(s->start) == JV_KIND_NULL) {
 			s->start = jv_copy(ev);
 		} else if (strcmp(type, "call.request") == 0) {
@@ -1121,6 +1569,7 @@ static void resume_load(struct run *r)
 	s->start = s->last_req = s->outcome = s->budget = s->prior_resume = jv_null();
 	s->treqs = jv_array();
 	s->tres = jv_object();
+	s->subs = jv_object();
 	r->cat = cave_catalog_load(r->o.catalog, &e);
 	r->rc = cave_receipt_new(r->cat);
 	snprintf(r->dir, sizeof r->dir, "%s/runs/%s", r->o.state, r->o.resume);
@@ -1134,6 +1583,7 @@ static void resume_load(struct run *r)
 		cave_die(CAVE_EX_DATA, "'%s': no run.start of cave run: nothing to resume", path);
 	snprintf(r->em.run, sizeof r->em.run, "%s", cave_jv_str(s->start, "run", ""));
 	snprintf(r->em.span, sizeof r->em.span, "%s", cave_jv_str(s->start, "span", ""));
+	snprintf(r->top.span, sizeof r->top.span, "%s", r->em.span);
 	opts = jv_object_get(jv_copy(s->start), jv_string("options"));
 	dir = cave_jv_str(opts, "agent_dir", NULL);
 	if (!dir)
@@ -1158,7 +1608,8 @@ static void resume_load(struct run *r)
 }
 
 /* What is left of a budget after the journal's spend (and the worst case
- * of calls whose outcome is unknown): the resumed ledger's cap. */
+ * of calls whose outcome is unknown), for resume.json: cave-budget
+ * --restore rebuilds the ledger itself from the journal. */
 static char *remaining(const char *max, double spent, double unknown_worst, bool usd)
 {
 	char out[64], *end;
@@ -1190,6 +1641,7 @@ static void resume_open(struct run *r, const char *path)
 	double worst = 0;
 	bool usd = r->o.max_usd != NULL;
 	const char *max = usd ? r->o.max_usd : r->o.max_tokens;
+	char *left = NULL;
 	long attempts;
 	char usdbuf[32];
 
@@ -1205,13 +1657,12 @@ static void resume_open(struct run *r, const char *path)
 		worst = reserved > 0 ? reserved : 0;
 	}
 	if (max) {
+		/* the run keeps its budget: cave-budget --restore (build_ring)
+		 * books the journal's spend, and this worst case, against it */
 		double spent = 0;
 		if (jv_get_kind(s->budget) == JV_KIND_OBJECT)
 			spent = jv_number_value(jv_object_get(jv_copy(s->budget), jv_string("spent")));
-		if (usd)
-			r->o.max_usd = remaining(max, spent, worst, true);
-		else
-			r->o.max_tokens = remaining(max, spent, worst, false);
+		left = remaining(max, spent, worst, usd);
 	}
 	if (jv_get_kind(s->prior_resume) == JV_KIND_OBJECT)
 		attempts = (long)cave_jv_int(s->prior_resume, "attempts", 1) + 1;
@@ -1228,9 +1679,9 @@ static void resume_open(struct run *r, const char *path)
 	side = jv_object_set(side, jv_string("unknown_worst_case"), jv_number(worst));
 	if (max) {
 		side = jv_object_set(side, jv_string("budget_max"), jv_string(max));
-		side = jv_object_set(side, jv_string("budget_left"),
-				     jv_string(usd ? r->o.max_usd : r->o.max_tokens));
+		side = jv_object_set(side, jv_string("budget_left"), jv_string(left));
 	}
+	free(left);
 	side = jv_object_set(side, jv_string("torn_bytes"), jv_number((double)torn));
 	side = jv_object_set(side, jv_string("ended_before"), s->ended ? jv_true() : jv_false());
 	{
@@ -1247,109 +1698,118 @@ static void resume_open(struct run *r, const char *path)
 	jv_free(rj);
 }
 
+/* The answer to tool call u of the interrupted turn, from the journal: a
+ * tool's result, a subagent's end, or (for work that was running at the
+ * crash and must not be repeated) an interruption. Returns true when
+ * pending p is answered; false when the call is to be made now. */
+static bool resume_answer(struct run *r, struct pending *p)
+{
+	struct rs *s = &rs_state;
+	jv sub = jv_object_get(jv_copy(s->subs), jv_string(p->use_id));
+	bool done = false;
+	(void)r;
+	if (jv_get_kind(sub) == JV_KIND_OBJECT) {
+		jv end = jv_object_get(jv_copy(sub), jv_string("end"));
+		if (jv_get_kind(end) == JV_KIND_OBJECT)
+			p->block = sub_block(p->use_id, cave_jv_str(end, "stop_reason", ""),
+					     cave_jv_str(end, "error", ""),
+					     cave_jv_str(end, "output", ""));
+		else
+			p->block = cave_turn_error_block(p->use_id, "[interrupted: this subagent "
+							 "was running at a crash; it is not "
+							 "run again]");
+		jv_free(end);
+		jv_free(sub);
+		p->done = true;
+		return true;
+	}
+	jv_free(sub);
+	jv_array_foreach(jv_copy(s->treqs), k, t) {
+		(void)k;
+		if (!done && strcmp(cave_jv_str(t, "call_id", ""), p->use_id) == 0) {
+			jv x = jv_object_get(jv_copy(s->tres), jv_string(cave_jv_str(t, "id", "")));
+			snprintf(p->id, sizeof p->id, "%s", cave_jv_str(t, "id", ""));
+			if (jv_get_kind(x) == JV_KIND_OBJECT) {
+				p->block = cave_turn_result_block(p->use_id, x);
+				done = true;
+			} else if (strcmp(cave_jv_str(t, "effect", ""), "write") == 0) {
+				p->block = cave_turn_error_block(p->use_id, "[interrupted: this write "
+								 "tool was running at a crash; it "
+								 "is not run again]");
+				done = true;
+			}
+			jv_free(x);
+		}
+		jv_free(t);
+	}
+	p->done = done;
+	return done;
+}
+
 static void resume_continue(struct run *r)
 {
 	struct rs *s = &rs_state;
-	jv msgs;
+	struct frame *f = &r->top;
+	jv content, uses;
+	int n;
 	if (s->ended) {
 		cave_warn("run %s had already ended; its receipt is written again", r->em.run);
-		r->ended = r->end_back = true;
+		f->ended = r->end_back = true;
 		return;
 	}
 	if (jv_get_kind(s->last_req) != JV_KIND_OBJECT)
 		cave_die(CAVE_EX_DATA, "run %s never sent a call: start it again", r->em.run);
-	msgs = jv_object_get(jv_copy(s->last_req), jv_string("messages"));
-	jv_free(r->messages);
-	r->messages = msgs;
-	if (jv_get_kind(s->outcome) == JV_KIND_OBJECT &&
-	    strcmp(cave_jv_str(s->outcome, "type", ""), "call.response") == 0) {
-		jv content = jv_object_get(jv_copy(s->outcome), jv_string("content"));
-		jv uses = cave_turn_tool_uses(content);
-		int n = jv_array_length(jv_copy(uses));
-		if (jv_array_length(jv_copy(content)) > 0)
-			r->messages = jv_array_append(r->messages,
-						      cave_turn_message("assistant", jv_copy(content)));
-		jv_free(content);
-		if (n == 0) {
-			jv_free(uses);
-			finish(r, "complete");
-			return;
-		}
-		/* tools answered before the crash keep their results; the
-		 * others run again, except writes, which are never redone */
-		pending_clear(r);
-		for (int i = 0; i < n && r->npend < MAX_PENDING; i++) {
-			jv u = jv_array_get(jv_copy(uses), i);
-			const char *use_id = cave_jv_str(u, "id", "");
-			struct pending *p = &r->pend[r->npend++];
-			jv res = jv_invalid();
-			memset(p, 0, sizeof *p);
-			p->block = jv_invalid();
-			p->use_id = cave_xstrdup(use_id);
-			p->name = cave_xstrdup(cave_jv_str(u, "name", ""));
-			jv_array_foreach(jv_copy(s->treqs), k, t) {
-				(void)k;
-				if (strcmp(cave_jv_str(t, "call_id", ""), use_id) == 0) {
-					jv x = jv_object_get(jv_copy(s->tres), jv_string(cave_jv_str(t, "id", "")));
-					snprintf(p->id, sizeof p->id, "%s", cave_jv_str(t, "id", ""));
-					if (jv_get_kind(x) == JV_KIND_OBJECT) {
-						jv_free(res);
-						res = x;
-					} else {
-						jv_free(x);
-						if (strcmp(cave_jv_str(t, "effect", ""), "write") == 0) {
-							jv_free(res);
-							res = jv_null();
-						}
-					}
-				}
-				jv_free(t);
-			}
-			if (jv_get_kind(res) == JV_KIND_OBJECT) {
-				p->block = cave_turn_result_block(use_id, res);
-				p->done = true;
-			} else if (jv_get_kind(res) == JV_KIND_NULL) {
-				p->block = cave_turn_error_block(use_id, "[interrupted: this write "
-								 "tool was running at a crash; it is "
-								 "not run again]");
-				p->done = true;
-			} else {
-				const struct cave_agent_tool *t = cave_agent_tool(&r->ag, p->name);
-				jv input = jv_object_get(jv_copy(u), jv_string("input"));
-				if (!t || t->subagent_dir) {
-					p->block = cave_turn_error_block(use_id, "[unknown tool]");
-					p->done = true;
-				} else {
-					jv ev = cave_event_new("tool.request", SRC);
-					snprintf(p->id, sizeof p->id, "t%lu", ++r->ntools);
-					ev = jv_object_set(ev, jv_string("id"), jv_string(p->id));
-					ev = jv_object_set(ev, jv_string("call_id"), jv_string(use_id));
-					ev = jv_object_set(ev, jv_string("name"), jv_string(p->name));
-					ev = jv_object_set(ev, jv_string("input"), jv_copy(input));
-					ev = jv_object_set(ev, jv_string("effect"),
-							   jv_string(t->write ? "write" : "read"));
-					ev = jv_object_set(ev, jv_string("command"), jv_string(t->command));
-					ev = jv_object_set(ev, jv_string("workspace"),
-							   jv_string(r->o.workspace ? r->o.workspace : r->ag.dir));
-					ev = jv_object_set(ev, jv_string("timeout_ms"),
-							   jv_number((double)t->timeout_ms));
-					ev = jv_object_set(ev, jv_string("network"), jv_false());
-					ev = jv_object_set(ev, jv_string("sandbox"),
-							   jv_string(r->ag.sandbox_host ? "host" : "required"));
-					emit(r, ev, false);
-				}
-				jv_free(input);
-			}
-			jv_free(res);
-			jv_free(u);
-		}
-		jv_free(uses);
-		tools_done(r);
+	jv_free(f->messages);
+	f->messages = jv_object_get(jv_copy(s->last_req), jv_string("messages"));
+	if (jv_get_kind(s->outcome) != JV_KIND_OBJECT ||
+	    strcmp(cave_jv_str(s->outcome, "type", ""), "call.response") != 0) {
+		/* no outcome (in flight at the crash: unknown) or a failure: the
+		 * call goes again under a new id */
+		send_call(r, f);
 		return;
 	}
-	/* no outcome (in flight at the crash: unknown) or a failure: the call
-	 * goes again under a new id */
-	send_call(r);
+	content = jv_object_get(jv_copy(s->outcome), jv_string("content"));
+	uses = cave_turn_tool_uses(content);
+	n = jv_array_length(jv_copy(uses));
+	if (jv_array_length(jv_copy(content)) > 0)
+		f->messages = jv_array_append(f->messages,
+					      cave_turn_message("assistant", jv_copy(content)));
+	jv_free(content);
+	if (n == 0) {
+		jv_free(uses);
+		finish(r, f, "complete");
+		return;
+	}
+	/* tools answered before the crash keep their results; the others run
+	 * again, except writes and subagents, which are never redone */
+	pending_clear(f);
+	for (int i = 0; i < n && f->npend < MAX_PENDING; i++) {
+		jv u = jv_array_get(jv_copy(uses), i);
+		struct pending *p = &f->pend[f->npend++];
+		const struct cave_agent_tool *t;
+		jv input = jv_object_get(jv_copy(u), jv_string("input"));
+		memset(p, 0, sizeof *p);
+		p->block = jv_invalid();
+		p->use_id = cave_xstrdup(cave_jv_str(u, "id", ""));
+		p->name = cave_xstrdup(cave_jv_str(u, "name", ""));
+		t = cave_agent_tool(f->ag, p->name);
+		p->write = t && t->write;
+		if (!resume_answer(r, p)) {
+			if (!t) {
+				p->block = cave_turn_error_block(p->use_id, "[unknown tool: the agent "
+								 "declares no tool of that name]");
+				p->done = true;
+			} else if (t->subagent_dir) {
+				start_sub(r, f, p, t, input);
+			} else {
+				tool_request(r, f, p, t, input);
+			}
+		}
+		jv_free(input);
+		jv_free(u);
+	}
+	jv_free(uses);
+	tools_done(r, f);
 }
 
 int main(int argc, char **argv)
@@ -1367,10 +1827,8 @@ int main(int argc, char **argv)
 	cave_set_prog(SRC);
 	memset(&r, 0, sizeof r);
 	r.conv_lock = -1;
-	r.messages = jv_array();
+	frame_init(&r.top, NULL, &r.ag);
 	r.prior = jv_null();
-	r.sigs = jv_array();
-	cave_buf_init(&r.answer, CAVE_EVENT_MAX / 4);
 	parse_opts(&r, argc, argv);
 	cave_emitter_init(&r.em, SRC);
 
@@ -1392,7 +1850,6 @@ int main(int argc, char **argv)
 			cave_warn("%s; every call is unpriced", e.msg);
 		r.rc = cave_receipt_new(r.cat);
 	}
-	r.final = cave_sha256_new();
 
 	cave_buf_init(&prompt, CAVE_EVENT_MAX / 4);
 	if (!r.o.resume) {
@@ -1412,6 +1869,7 @@ int main(int argc, char **argv)
 			cave_die(CAVE_EX_USAGE, "empty prompt");
 		cave_uuid4(r.em.run);
 		cave_span_id(r.em.span);
+		snprintf(r.top.span, sizeof r.top.span, "%s", r.em.span);
 		if (r.o.conversation)
 			epoch = conv_open(&r, &conv_meta);
 	}
@@ -1468,11 +1926,11 @@ int main(int argc, char **argv)
 			start = jv_object_set(start, jv_string("catalog_digest"),
 					      jv_string(cave_catalog_digest(r.cat)));
 		start = jv_object_set(start, jv_string("options"), opts);
-		emit(&r, start, false);
-		r.messages = jv_array_append(r.messages,
-					     cave_turn_message("user", jv_string_sized(prompt.data,
-										      (int)prompt.len)));
-		send_call(&r);
+		emit(&r, &r.top, start, false);
+		r.top.messages = jv_array_append(r.top.messages,
+						 cave_turn_message("user", jv_string_sized(prompt.data,
+											  (int)prompt.len)));
+		send_call(&r, &r.top);
 	}
 
 	if (loop(&r, &old) < 0 && !r.sig) {
@@ -1484,7 +1942,16 @@ int main(int argc, char **argv)
 		cave_ring_signal(&r.ring, SIGKILL);
 		cave_ring_reap(&r.ring, -1);
 	}
-	if (!r.ended) {
+	/* subagents still running at an abort end too, deepest first; their
+	 * parents are not told (nothing more is sent) */
+	for (size_t i = r.nframes; i-- > 0;)
+		if (!r.frames[i]->ended) {
+			r.frames[i]->ended = true;
+			snprintf(r.frames[i]->error, sizeof r.frames[i]->error, "%s",
+				 r.sig > 0 ? "aborted" : "ring_closed");
+			end_event(&r, r.frames[i]);
+		}
+	if (!r.top.ended) {
 		/* an abort, or a ring that ended early: the end goes to the journal */
 		if (!r.sig && !r.exit_code) {
 			const struct cave_ring_member *m = cave_ring_failed(&r.ring);
@@ -1494,20 +1961,24 @@ int main(int argc, char **argv)
 		} else if (r.sig > 0) {
 			fail(&r, 128 + r.sig, "aborted");
 		}
-		r.ended = true;
-		if (!r.o.events && !r.out_nl && r.answer.len)
-			print_text(&r, "\n", 1);
-		end_event(&r);
+		r.top.ended = true;
+		if (r.top.answer.len)
+			newline(&r);
+		end_event(&r, &r.top);
 	} else if (r.sig > 0 && !r.exit_code) {
 		/* a signal after the end: the run is complete */
 	}
 	rc = finish_run(&r);
 	if (r.conv_lock >= 0)
-		conv_close(&r, conv_meta, rc == 0 && !r.error[0] && !r.sig);
+		conv_close(&r, conv_meta, rc == 0 && !r.top.error[0] && !r.sig);
 	else
 		jv_free(conv_meta);
 	if (r.sig > 0)
 		rc = 128 + r.sig;
+	for (size_t i = 0; i < r.nframes; i++)
+		r.frames[i]->dead = true;
+	sweep(&r);
+	frame_fini(&r.top);
 	cave_buf_free(&prompt);
 	return rc;
 }

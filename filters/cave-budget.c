@@ -1,7 +1,9 @@
 /* cave-budget: the ledger filter. Reserves every call's worst case before
  * it leaves, lowers max_output_tokens to what the remainder affords, stops
  * the run between calls below the floor, and settles the responses it sees
- * (in the ring; in a straight pipe they are downstream). The arithmetic is
+ * (in the ring; in a straight pipe they are downstream); there it also
+ * decides each retry cave-call would make, and cancels one it cannot fund
+ * (retry.cancel, which cave-call obeys). The arithmetic is
  * lib/ledger.c and lib/reserve.c; this file folds events into them.
  * It must never pass a call.request it has not reserved under a budget,
  * never clamp a measured amount, and never take a release from anything
@@ -23,6 +25,8 @@
 #include "digest.h"
 #include "event.h"
 #include "io.h"
+#include "json.h"
+#include "journal.h"
 #include "ledger.h"
 #include "msg.h"
 #include "proto.h"
@@ -39,6 +43,7 @@ struct hold {
 	struct cave_wallet *w;
 	const struct cave_model *m;
 	int64_t amount;
+	bool cancelled;             /* its retry was given up (retry.cancel sent) */
 };
 
 struct budget {
@@ -48,6 +53,8 @@ struct budget {
 	struct cave_ledger *ledger; /* NULL without a budget */
 	enum cave_denom denom;
 	bool cost_cap;              /* --max-cost-usd: exhaustion is an error */
+	int64_t retry_max;          /* --max-retry-usd/-tokens; -1: no retry budget */
+	int64_t retry_spent;        /* what failed attempts have cost, run-wide */
 	int64_t floor;
 	long max_model_calls, max_tool_calls, model_calls, tool_calls;
 	long deadline_ms;           /* -1: none */
@@ -59,10 +66,14 @@ struct budget {
 	size_t nholds, capholds;
 	char root_span[17];
 	bool announced;
+	bool unbounded;             /* no budget of the run's own: the ledger
+				     * exists only for subagents' wallets */
 	const char *stopped;        /* the reason once the run was stopped */
 	unsigned long settled;      /* model calls settled so far (at_call) */
 	int exit_code;
 	unsigned long lineno;
+	bool replaying;             /* --restore: folding the journal; emit() keeps quiet */
+	jv stash;                   /* its settlements, until the journal shows them */
 };
 
 static void usage(int code)
@@ -71,7 +82,16 @@ static void usage(int code)
 		"usage: cave-budget [--max-usd X | --max-tokens N | --max-cost-usd X]\n"
 		"                   [--initial-usd X | --initial-tokens N] [--output-floor N]\n"
 		"                   [--max-model-calls N] [--max-tool-calls N] [--deadline-ms N]\n"
-		"                   [--control FIFO] [--on-exhausted CMD] [--catalog FILE]\n");
+		"                   [--max-retry-usd X | --max-retry-tokens N]\n"
+		"                   [--control FIFO] [--on-exhausted CMD] [--catalog FILE]\n"
+		"                   [--restore JOURNAL [--restore-bytes N]]\n"
+		"A retry budget bounds what failed attempts may cost, in the run's\n"
+		"denomination: a retry is let go only while the failed attempts' measured\n"
+		"spend plus the worst case of one more attempt fits it; otherwise the\n"
+		"retry is cancelled (retry.cancel to cave-call) and the run stops.\n"
+		"--restore rebuilds the ledger of a resumed run from its journal (its\n"
+		"first N bytes): the same budget, its spend and the calls counted; a call\n"
+		"in flight at the crash is booked as spent at its worst case.\n");
 	exit(code);
 }
 
@@ -140,6 +160,15 @@ static void emit(struct budget *b, jv ev, const char *span) /* consumes ev */
 {
 	char saved[17];
 
+	if (b->replaying) {
+		/* the journal holds what this says, but for a settlement the
+		 * crash may have kept out of it (restore() emits those) */
+		if (!strcmp(cave_jv_str(ev, "type", ""), "budget.settle"))
+			b->stash = jv_array_append(b->stash, JV_ARRAY(jv_string(span ? span : ""), ev));
+		else
+			jv_free(ev);
+		return;
+	}
 	memcpy(saved, b->em.span, sizeof(saved));
 	if (span && *span)
 		snprintf(b->em.span, sizeof(b->em.span), "%s", span);
@@ -155,8 +184,11 @@ static const char *wallet_span(const struct budget *b, const struct cave_wallet 
 static void emit_state(struct budget *b, const struct cave_wallet *w)
 {
 	struct cave_wallet_state st;
-	jv ev = cave_event_new("budget.state", SRC);
+	jv ev;
 
+	if (b->unbounded && !cave_wallet_parent(w))
+		return; /* the run has no budget to report */
+	ev = cave_event_new("budget.state", SRC);
 	cave_wallet_state(w, &st);
 	ev = jv_object_set(ev, jv_string("denomination"), jv_string(cave_denom_name(b->denom)));
 	ev = jv_object_set(ev, jv_string("max"), amount_jv(b->denom, st.max));
@@ -252,6 +284,7 @@ static void hold_add(struct budget *b, const char *span, const char *id,
 	h->w = w;
 	h->m = m;
 	h->amount = amount;
+	h->cancelled = false;
 }
 
 static void hold_drop(struct budget *b, struct hold *h)
@@ -488,7 +521,21 @@ static void refuse_call(struct budget *b, jv req, enum cave_admit a, const char 
 		emit_stop(b, admit_reason(a), cave_jv_str(req, "span", NULL), msg);
 }
 
-static void on_request(struct budget *b, char *line, size_t len, jv req)
+/* A call.request as a scan of its line saw it (scan_request): the members
+ * the input ceiling measures (system, messages, tools, restorable_bytes,
+ * in the order cave_reserve_input_ceiling_scanned takes), then the ones
+ * on_request and learn() read, which go into a small object of their own. */
+enum { RQ_SYSTEM, RQ_MESSAGES, RQ_TOOLS, RQ_RESTORE, RQ_MAX_OUT, RQ_TYPE, RQ_SRC,
+       RQ_RUN, RQ_SPAN, RQ_ID, RQ_PROVIDER, RQ_MODEL, RQ_N };
+struct req_scan {
+	size_t close;
+	struct cave_json_field f[RQ_N];
+};
+
+/* rs: the scan the small req was made from, or NULL when req is the
+ * whole parsed event */
+static void on_request(struct budget *b, char *line, size_t len, jv req,
+		       const struct req_scan *rs)
 {
 	const char *span = cave_jv_str(req, "span", "");
 	const char *id = cave_jv_str(req, "id", NULL);
@@ -514,7 +561,7 @@ static void on_request(struct budget *b, char *line, size_t len, jv req)
 		emit_stop(b, "call_budget_exhausted", span, msg);
 		return;
 	}
-	if (!b->ledger) {
+	if (!b->ledger || (b->unbounded && !cave_wallet_parent(wallet_of(b, span)))) {
 		b->model_calls++;
 		cave_io_pass(&b->io, line, len);
 		return;
@@ -530,7 +577,8 @@ static void on_request(struct budget *b, char *line, size_t len, jv req)
 		emit_refusal(b, req, "cave_budget_denomination_unavailable", msg);
 		return;
 	}
-	in = cave_reserve_input_ceiling(req, m);
+	in = rs ? cave_reserve_input_ceiling_scanned(&rs->f[RQ_SYSTEM], m)
+		: cave_reserve_input_ceiling(req, m);
 	out = cave_reserve_output_allowance(req, m);
 	if (out < 0 || cave_reserve_cost(b->denom, m, in, out, &cost) < 0) {
 		emit_refusal(b, req, "cave_budget_unbounded",
@@ -593,11 +641,156 @@ static void on_request(struct budget *b, char *line, size_t len, jv req)
 		return;
 	}
 	/* the request goes on with the lowered limit, its envelope kept */
+	if (rs) {
+		char num[24], *s;
+		size_t n;
+
+		snprintf(num, sizeof(num), "%lld", (long long)clamped);
+		s = cave_json_splice(line, len, rs->close, &rs->f[RQ_MAX_OUT], num, &n);
+		cave_io_pass(&b->io, s, n);
+		free(s);
+		return;
+	}
 	cave_io_emit(&b->io, jv_object_set(jv_copy(req), jv_string("max_output_tokens"),
 					   jv_number((double)clamped)));
 }
 
-/* Settles the hold of a call.response or call.error (borrowed ev). */
+/* Whether a failed attempt that reported no usage may have been billed.
+ * Not when the provider answered with an error status, or was never
+ * reached, or no attempt was made (a cancelled retry); otherwise (a
+ * response had begun, a timeout, a cut connection) nobody knows, and
+ * unknown is never zero. A retry cancelled while its attempt ran carries
+ * that attempt's own code in 'cause'. */
+static bool error_maybe_billed(jv ev)
+{
+	static const char *const unsent[] = {
+		"connect_failed", "no_api_key", "bad_request", "fixture_miss",
+		"fixture_bad", "retry_budget_exhausted", NULL,
+	};
+	jv st = jv_object_get(jv_copy(ev), jv_string("status"));
+	const char *code = cave_jv_str(ev, "cause", NULL);
+	bool billed = true;
+
+	if (!code)
+		code = cave_jv_str(ev, "code", "");
+	if (jv_get_kind(st) == JV_KIND_NUMBER) {
+		billed = jv_number_value(st) >= 200 && jv_number_value(st) < 300;
+	} else if (!strncmp(code, "http_", 5)) {
+		billed = false;
+	} else {
+		for (const char *const *u = unsent; *u; u++)
+			if (!strcmp(code, *u))
+				billed = false;
+	}
+	jv_free(st);
+	return billed;
+}
+
+/* Books a failed attempt's spend (actual) while its hold stays for the
+ * next attempt: the spend is taken out of the hold, then the hold is made
+ * whole again, so a retry leaves only while its worst case is still
+ * covered. Returns 1 on an over-report (as cave_wallet_settle); *a says
+ * whether the hold is whole again (when not, h->amount is what is left). */
+static int book_failed_attempt(struct hold *h, int64_t actual, enum cave_admit *a)
+{
+	int64_t part = actual < h->amount ? actual : h->amount;
+	int breach;
+
+	*a = CAVE_ADMIT_OK;
+	if (actual <= 0)
+		return 0;
+	breach = cave_wallet_settle(h->w, part, actual);
+	*a = cave_wallet_hold(h->w, part);
+	if (*a != CAVE_ADMIT_OK)
+		h->amount -= part;
+	return breach;
+}
+
+/* A breaker event about call id's retries; amounts in the denomination. */
+static jv retry_breaker(struct budget *b, const char *kind, const char *id, int64_t count,
+			int64_t attempt, int64_t reserved, int64_t measured, const char *basis)
+{
+	jv ev = cave_event_new("breaker", SRC);
+
+	ev = jv_object_set(ev, jv_string("kind"), jv_string(kind));
+	ev = jv_object_set(ev, jv_string("count"), jv_number((double)count));
+	ev = jv_object_set(ev, jv_string("call_id"), jv_string(id));
+	ev = jv_object_set(ev, jv_string("attempt"), jv_number((double)attempt));
+	ev = jv_object_set(ev, jv_string("reserved_spend"), amount_jv(b->denom, reserved));
+	ev = jv_object_set(ev, jv_string("measured_spend"), amount_jv(b->denom, measured));
+	return jv_object_set(ev, jv_string("spend_basis"), jv_string(basis));
+}
+
+/* cave-call will retry call h after a failed attempt (the non-final
+ * call.error ev, borrowed) that cost actual on basis. Lets the retry go,
+ * recorded as a retry_attempted breaker; or, when the wallet no longer
+ * covers another attempt's worst case (a says why) or the retry budget
+ * cannot take that worst case on top of what failed attempts have cost,
+ * gives it up: a retry_exhausted breaker, a run.stop (between calls) and a
+ * retry.cancel, which cave-call obeys by ending the call with a final
+ * call.error retry_budget_exhausted. */
+static void decide_retry(struct budget *b, struct hold *h, jv ev, int64_t actual,
+			 const char *basis, enum cave_admit a)
+{
+	int64_t attempt = cave_jv_int(ev, "attempt", 1);
+	char msg[320], x[32], y[32], z[32];
+	jv out;
+
+	if (h->cancelled)
+		return; /* given up already: no further attempt starts */
+	if (a == CAVE_ADMIT_OK && (b->retry_max < 0 || (b->retry_spent <= b->retry_max &&
+				   h->amount <= b->retry_max - b->retry_spent))) {
+		emit(b, retry_breaker(b, "retry_attempted", h->id, attempt, attempt, h->amount,
+				      actual, basis), h->span);
+		return;
+	}
+	h->cancelled = true;
+	if (a != CAVE_ADMIT_OK)
+		snprintf(msg, sizeof(msg), "call '%s': after attempt %lld the budget no longer "
+			 "covers another attempt's worst case of %s %s; no retry", h->id,
+			 (long long)attempt, fmt_amount(b->denom, h->amount, x), cave_denom_name(b->denom));
+	else
+		snprintf(msg, sizeof(msg), "call '%s': retry budget %s %s: failed attempts cost %s, "
+			 "another attempt may cost %s; no retry after attempt %lld", h->id,
+			 fmt_amount(b->denom, b->retry_max, x), cave_denom_name(b->denom),
+			 fmt_amount(b->denom, b->retry_spent, y), fmt_amount(b->denom, h->amount, z),
+			 (long long)attempt);
+	out = retry_breaker(b, "retry_exhausted", h->id, attempt - 1, attempt, h->amount,
+			    actual, basis);
+	out = jv_object_set(out, jv_string("retry_spent"), amount_jv(b->denom, b->retry_spent));
+	if (b->retry_max >= 0)
+		out = jv_object_set(out, jv_string("retry_budget"), amount_jv(b->denom, b->retry_max));
+	emit(b, out, h->span);
+	/* the stop first: the head learns why before the call's final error */
+	emit_stop(b, a == CAVE_ADMIT_REVOKED ? "wallet_revoked" : "budget_exhausted", h->span, msg);
+	out = cave_event_new("retry.cancel", SRC);
+	out = jv_object_set(out, jv_string("id"), jv_string(h->id));
+	out = jv_object_set(out, jv_string("code"), jv_string("retry_budget_exhausted"));
+	out = jv_object_set(out, jv_string("message"), jv_string(msg));
+	emit(b, out, h->span);
+}
+
+/* A call nothing was held for (no budget, or none of the run's own): there
+ * is nothing to bound, but a retry is still recorded, its amounts 0 (no
+ * reservation, and no budget to measure in: its usage is in the call's
+ * own events). */
+static void on_error_unbudgeted(struct budget *b, jv ev)
+{
+	int64_t attempt = cave_jv_int(ev, "attempt", 1);
+	jv u = jv_object_get(jv_copy(ev), jv_string("usage"));
+	bool billed = jv_get_kind(u) == JV_KIND_OBJECT || error_maybe_billed(ev);
+
+	jv_free(u);
+	if (cave_jv_bool(ev, "final", true))
+		return;
+	emit(b, retry_breaker(b, "retry_attempted", cave_jv_str(ev, "id", ""), attempt, attempt, 0, 0,
+			      billed ? "unavailable_worst_case" : "pre_stream_no_usage"),
+	     cave_jv_str(ev, "span", NULL));
+}
+
+/* Settles the hold of a call.response or call.error (borrowed ev). A
+ * failed attempt that another follows is booked beside its hold and goes
+ * to decide_retry. */
 static void on_outcome(struct budget *b, jv ev, bool is_error)
 {
 	const char *span = cave_jv_str(ev, "span", ""), *id = cave_jv_str(ev, "id", NULL);
@@ -607,21 +800,23 @@ static void on_outcome(struct budget *b, jv ev, bool is_error)
 	int64_t actual, usd = -1;
 	bool final = !is_error || cave_jv_bool(ev, "final", true);
 	bool priced_usd = false;
+	enum cave_admit a = CAVE_ADMIT_OK;
 	int breach;
 	jv uj, out;
 
-	if (!h)
+	if (!h) {
+		if (is_error && b->unbounded)
+			on_error_unbudgeted(b, ev); /* a call of the run's own */
 		return; /* not reserved here (another placement, or a lap) */
+	}
 	uj = jv_object_get(jv_copy(ev), jv_string("usage"));
 	if (cave_usage_from_jv(uj, &u) < 0)
 		memset(&u, 0, sizeof(u));
 	jv_free(uj);
-	if (!u.available && is_error && !final)
-		return; /* another attempt follows under the same hold */
 	if (u.available && h->m && cave_price_usage(h->m, &u, &usd) == 0)
 		priced_usd = true;
 	if (!u.available) {
-		if (is_error) {
+		if (is_error && !error_maybe_billed(ev)) {
 			actual = 0;
 			basis = "error_no_usage";
 		} else {
@@ -638,9 +833,17 @@ static void on_outcome(struct budget *b, jv ev, bool is_error)
 		actual = h->amount; /* a used kind has no known rate */
 		basis = "unavailable_worst_case";
 	}
+	if (is_error && actual > 0)
+		b->retry_spent = b->retry_spent > INT64_MAX - actual ? INT64_MAX
+				 : b->retry_spent + actual;
+	if (is_error && !final && !u.available && actual == 0) {
+		/* refused before any response: nothing to book */
+		decide_retry(b, h, ev, 0, "pre_stream_no_usage", a);
+		return;
+	}
 	if (is_error && !final) {
-		/* a failed attempt the provider billed: booked beside the hold */
-		breach = cave_wallet_book(h->w, actual);
+		/* a failed attempt that may have been billed: booked beside the hold */
+		breach = book_failed_attempt(h, actual, &a);
 	} else {
 		breach = cave_wallet_settle(h->w, h->amount, actual);
 		b->settled++;
@@ -665,7 +868,9 @@ static void on_outcome(struct budget *b, jv ev, bool is_error)
 			  id, fmt_amount(b->denom, actual, x), fmt_amount(b->denom, h->amount, y));
 	}
 	emit_states_up(b, h->w);
-	if (!(is_error && !final))
+	if (is_error && !final)
+		decide_retry(b, h, ev, actual, basis, a);
+	else
 		hold_drop(b, h);
 }
 
@@ -703,31 +908,65 @@ static void on_tool(struct budget *b, char *line, size_t len)
 	jv_free(req);
 }
 
+/* A run without a budget of its own that carves a subagent's wallet gets a
+ * ledger in the carve's denomination whose root is unbounded and never
+ * reported: only the children's wallets bound anything. */
+static const char *adopt_denomination(struct budget *b, jv ev)
+{
+	const char *d = cave_jv_str(ev, "denomination", NULL);
+	enum cave_denom want = !d ? b->denom : strcmp(d, "usd") == 0 ? CAVE_DENOM_USD
+			       : strcmp(d, "tokens") == 0 ? CAVE_DENOM_TOKENS : CAVE_DENOM_NONE;
+
+	if (want == CAVE_DENOM_NONE)
+		return "bad_request";
+	if (b->ledger)
+		return want == b->denom ? NULL : "denomination_mismatch";
+	b->denom = want;
+	b->unbounded = b->announced = true;
+	b->ledger = cave_ledger_new(want, "", INT64_MAX / 4, INT64_MAX / 4);
+	if (!b->ledger)
+		cave_die(CAVE_EX_SOFTWARE, "cannot make the ledger");
+	return NULL;
+}
+
+/* budget.carve: amount (exact, else refused), at_most (as much as is left
+ * up to it) or neither (the whole remainder). */
 static void on_carve(struct budget *b, jv ev)
 {
 	const char *child = cave_jv_str(ev, "child_span", NULL);
-	struct cave_wallet *w = wallet_of(b, cave_jv_str(ev, "span", NULL)), *c = NULL;
+	const char *bad = adopt_denomination(b, ev);
+	struct cave_wallet *w = b->ledger ? wallet_of(b, cave_jv_str(ev, "span", NULL)) : NULL;
+	struct cave_wallet *c = NULL;
 	enum cave_admit why = CAVE_ADMIT_SHORT;
-	int64_t amount = -1;
-	jv v = jv_object_get(jv_copy(ev), jv_string("amount")), out;
+	int64_t amount = -1, most = -1;
+	jv v = jv_object_get(jv_copy(ev), jv_string("amount"));
+	jv m = jv_object_get(jv_copy(ev), jv_string("at_most")), out;
 
-	if (jv_get_kind(v) == JV_KIND_NULL || !jv_is_valid(v))
-		amount = cave_wallet_remaining(w); /* the whole remainder */
-	else if (amount_from_jv(b->denom, v, &amount) < 0)
+	if (bad)
 		amount = -1;
+	else if (jv_get_kind(v) == JV_KIND_NUMBER)
+		amount = amount_from_jv(b->denom, v, &amount) < 0 ? -1 : amount;
+	else if (jv_get_kind(m) == JV_KIND_NUMBER && amount_from_jv(b->denom, m, &most) == 0)
+		amount = most < cave_wallet_remaining(w) ? most : cave_wallet_remaining(w);
+	else if (jv_get_kind(m) == JV_KIND_NULL || !jv_is_valid(m))
+		amount = cave_wallet_remaining(w); /* the whole remainder */
 	jv_free(v);
+	jv_free(m);
+	if (amount < 0 && !bad)
+		bad = "bad_request";
 	announce(b);
-	if (child && amount >= 0)
+	if (child && amount > 0 && w)
 		c = cave_wallet_carve(w, child, amount, &why);
 	out = cave_event_new("budget.carve", SRC);
 	out = jv_object_set(out, jv_string("child_span"), jv_string(child ? child : ""));
+	out = jv_object_set(out, jv_string("denomination"), jv_string(cave_denom_name(b->denom)));
 	out = jv_object_set(out, jv_string("amount"), amount_jv(b->denom, c ? amount : 0));
 	if (!c)
 		out = jv_object_set(out, jv_string("refused"),
-				    jv_string(why == CAVE_ADMIT_REVOKED ? "wallet_revoked"
-					      : !child || amount < 0 ? "bad_request"
+				    jv_string(bad ? bad : !child ? "bad_request"
+					      : why == CAVE_ADMIT_REVOKED ? "wallet_revoked"
 					      : "budget_exhausted"));
-	emit(b, out, wallet_span(b, w));
+	emit(b, out, w ? wallet_span(b, w) : cave_jv_str(ev, "span", NULL));
 	if (c) {
 		emit_state(b, c);
 		emit_state(b, w);
@@ -776,6 +1015,34 @@ static jv parse_or_die(struct budget *b, const char *line, size_t len)
 	return ev;
 }
 
+/* A call.request without building its history: when a scan of the line
+ * is sure (lib/json.h), the small object of what on_request reads, each
+ * member parsed by jq from its own bytes, and *rs set; otherwise the
+ * whole parse (which dies on bad input) and *rs NULL. */
+static jv scan_request(struct budget *b, const char *line, size_t len,
+		       struct req_scan *scan, const struct req_scan **rs)
+{
+	static const char *const keys[RQ_N] = {
+		"system", "messages", "tools", "restorable_bytes", "max_output_tokens", "type",
+		"src", "run", "span", "id", "provider", "model",
+	};
+	jv req = jv_object();
+
+	for (int i = 0; i < RQ_N; i++)
+		scan->f[i].key = keys[i];
+	if (cave_json_scan(line, len, scan->f, RQ_N, &scan->close) < 0) {
+		jv_free(req);
+		*rs = NULL;
+		return parse_or_die(b, line, len);
+	}
+	for (int i = RQ_RESTORE; i < RQ_N; i++)
+		if (scan->f[i].found)
+			req = jv_object_set(req, jv_string(keys[i]),
+					    jv_parse_sized(scan->f[i].raw, (int)scan->f[i].raw_len));
+	*rs = scan;
+	return req;
+}
+
 static int on_line(void *ctx, char *line, size_t len)
 {
 	struct budget *b = ctx;
@@ -790,9 +1057,12 @@ static int on_line(void *ctx, char *line, size_t len)
 	if (cave_event_src_is(&h, SRC))
 		return 0; /* our own event, back from its lap */
 	if (cave_event_type_is(&h, "call.request")) {
-		ev = parse_or_die(b, line, len);
+		struct req_scan scan;
+		const struct req_scan *rs;
+
+		ev = scan_request(b, line, len, &scan, &rs);
 		learn(b, ev);
-		on_request(b, line, len, ev);
+		on_request(b, line, len, ev, rs);
 		jv_free(ev);
 	} else if (cave_event_type_is(&h, "call.response") ||
 		   cave_event_type_is(&h, "call.error")) {
@@ -800,6 +1070,10 @@ static int on_line(void *ctx, char *line, size_t len)
 		if (b->ledger && b->nholds) {
 			ev = parse_or_die(b, line, len);
 			on_outcome(b, ev, cave_event_type_is(&h, "call.error"));
+			jv_free(ev);
+		} else if ((!b->ledger || b->unbounded) && cave_event_type_is(&h, "call.error")) {
+			ev = parse_or_die(b, line, len);
+			on_error_unbudgeted(b, ev);
 			jv_free(ev);
 		}
 	} else if (cave_event_type_is(&h, "tool.request")) {
@@ -823,8 +1097,8 @@ static int on_line(void *ctx, char *line, size_t len)
 		learn(b, ev);
 		control_release(b, ev, "control");
 		jv_free(ev);
-	} else if (b->ledger && (cave_event_type_is(&h, "budget.carve") ||
-				 cave_event_type_is(&h, "budget.revoke"))) {
+	} else if (cave_event_type_is(&h, "budget.carve") ||
+		   (b->ledger && cave_event_type_is(&h, "budget.revoke"))) {
 		ev = parse_or_die(b, line, len);
 		learn(b, ev);
 		if (cave_event_type_is(&h, "budget.carve"))
@@ -836,6 +1110,374 @@ static int on_line(void *ctx, char *line, size_t len)
 		cave_io_pass(&b->io, line, len);
 	}
 	return 0;
+}
+
+/* ---- restore: a resumed run's ledger, rebuilt from its journal ---- */
+
+/* A model call of the journal being restored. */
+struct rcall {
+	char span[17];
+	char *id;
+	jv req;         /* its call.request until it was reserved or answered */
+	bool reserved;  /* a budget.reserve of it was journaled */
+	bool over;      /* answered or refused: not in flight */
+};
+
+struct restore {
+	struct budget *b;
+	const char *path;
+	int64_t limit;          /* bytes of the journal to fold; -1: all of it */
+	int64_t at;             /* where the last line folded ends */
+	unsigned long last;     /* its line number */
+	bool past;              /* stopped at the limit */
+	bool ended;             /* the run's own run.end is in the journal */
+	bool short_hold;        /* a journaled hold does not fit the budget given now */
+	struct rcall *calls;
+	size_t n, cap;
+};
+
+static struct rcall *rcall_find(struct restore *s, const char *span, const char *id)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (!strcmp(s->calls[i].id, id) && !strcmp(s->calls[i].span, span))
+			return &s->calls[i];
+	return NULL;
+}
+
+/* The call is over (answered or refused): its request is not kept. */
+static void rcall_over(struct rcall *c)
+{
+	if (!c)
+		return;
+	c->over = true;
+	jv_free(c->req);
+	c->req = jv_null();
+}
+
+/* The journal shows the settlement of call id (final or a failed
+ * attempt's) that folding its outcome made again: it is no longer owed. */
+static void stash_drop(struct budget *b, const char *span, const char *id, bool final)
+{
+	int n = jv_array_length(jv_copy(b->stash));
+
+	for (int i = 0; i < n; i++) {
+		jv pair = jv_array_get(jv_copy(b->stash), i);
+		jv ev = jv_array_get(jv_copy(pair), 1);
+		jv sp = jv_array_get(pair, 0);
+		bool hit = !strcmp(jv_string_value(sp), span) &&
+			   !strcmp(cave_jv_str(ev, "id", ""), id) &&
+			   cave_jv_bool(ev, "final", true) == final;
+
+		jv_free(sp);
+		jv_free(ev);
+		if (hit) {
+			/* in two steps: the second slice consumes b->stash */
+			jv head = jv_array_slice(jv_copy(b->stash), 0, i);
+
+			b->stash = jv_array_concat(head, jv_array_slice(b->stash, i + 1, n));
+			return;
+		}
+	}
+}
+
+/* An event cave-budget wrote in an earlier life of the run (borrowed). */
+static void restore_own(struct restore *s, jv ev, const char *type, const char *span,
+			const char *id)
+{
+	struct budget *b = s->b;
+	struct rcall *c = rcall_find(s, span, id);
+	uint64_t seq = (uint64_t)cave_jv_int(ev, "seq", 0);
+	int64_t amount = -1;
+	jv v = jv_object_get(jv_copy(ev), jv_string("amount"));
+
+	if (seq > b->em.seq)
+		b->em.seq = seq; /* one line per (src, seq), across lives */
+	if (b->ledger && amount_from_jv(b->denom, v, &amount) < 0)
+		amount = -1;
+	jv_free(v);
+	if (!strcmp(type, "budget.state")) {
+		const char *d = cave_jv_str(ev, "denomination", "none");
+
+		if (b->ledger && !b->unbounded && strcmp(d, cave_denom_name(b->denom)))
+			cave_die(CAVE_EX_USAGE, "--restore: '%s' keeps a budget in %s, not %s",
+				 s->path, d, cave_denom_name(b->denom));
+	} else if (!strcmp(type, "budget.reserve")) {
+		if (b->ledger && amount >= 0) {
+			struct cave_wallet *w = wallet_of(b, span);
+			const struct cave_model *m = NULL;
+
+			if (c && jv_get_kind(c->req) == JV_KIND_OBJECT)
+				m = cave_catalog_find(b->cat, cave_jv_str(c->req, "provider", ""),
+						      cave_jv_str(c->req, "model", ""));
+			if (cave_wallet_hold(w, amount) != CAVE_ADMIT_OK)
+				s->short_hold = true; /* kept beside the wallet; it settles there */
+			hold_add(b, span, id, w, m, amount);
+			b->model_calls++;
+		}
+		if (c) {
+			c->reserved = true;
+			jv_free(c->req);
+			c->req = jv_null();
+		}
+	} else if (!strcmp(type, "budget.settle")) {
+		struct hold *h = hold_find(b, span, id);
+
+		if (cave_jv_bool(ev, "restored", false) &&
+		    !strcmp(cave_jv_str(ev, "basis", ""), "unknown_worst_case")) {
+			/* an earlier resume booked this call in flight */
+			if (h && amount >= 0) {
+				cave_wallet_settle(h->w, h->amount, amount);
+				b->settled++;
+				hold_drop(b, h);
+			}
+		} else {
+			stash_drop(b, span, id, cave_jv_bool(ev, "final", true));
+		}
+	} else if (!strcmp(type, "budget.release")) {
+		if (b->ledger && amount > 0)
+			apply_release(b, amount, cave_jv_str(ev, "reason", NULL),
+				      cave_jv_str(ev, "source", "control"));
+	} else if (!strcmp(type, "budget.carve")) {
+		const char *child = cave_jv_str(ev, "child_span", NULL);
+		enum cave_admit why;
+
+		if (cave_jv_str(ev, "refused", NULL) || !child)
+			return;
+		if (!b->ledger)
+			adopt_denomination(b, ev);
+		v = jv_object_get(jv_copy(ev), jv_string("amount"));
+		if (!b->ledger || amount_from_jv(b->denom, v, &amount) < 0)
+			amount = -1;
+		jv_free(v);
+		if (amount > 0 && !cave_wallet_carve(wallet_of(b, span), child, amount, &why))
+			cave_warn("--restore: the wallet of '%s' no longer fits the budget given now",
+				  child);
+	} else if (!strcmp(type, "budget.revoke")) {
+		struct cave_wallet *w = b->ledger ? cave_ledger_find(b->ledger,
+								     cave_jv_str(ev, "child_span", "")) : NULL;
+
+		if (w)
+			cave_wallet_revoke(w);
+	} else if (!strcmp(type, "call.error")) {
+		rcall_over(c); /* a refusal */
+	} else if (!strcmp(type, "run.stop")) {
+		static char why[32];
+
+		/* the request it stopped was never sent */
+		for (size_t i = 0; i < s->n; i++)
+			if (!s->calls[i].over && !s->calls[i].reserved && !strcmp(s->calls[i].span, span))
+				rcall_over(&s->calls[i]);
+		if (!*span || !strcmp(span, b->root_span)) { /* as emit_stop: it stays stopped */
+			snprintf(why, sizeof(why), "%s", cave_jv_str(ev, "reason", "budget_exhausted"));
+			b->stopped = why;
+		}
+	}
+}
+
+/* An event another member or the head wrote (borrowed): what cave-budget
+ * did when it passed, done again without a word. */
+static void restore_other(struct restore *s, jv ev, const char *type, const char *span,
+			  const char *id)
+{
+	struct budget *b = s->b;
+	struct rcall *c = rcall_find(s, span, id);
+	struct hold *h;
+	bool is_error = !strcmp(type, "call.error");
+
+	if (!strcmp(type, "call.request") && *id && !c) {
+		if (s->n == s->cap) {
+			s->cap = s->cap ? s->cap * 2 : 16;
+			s->calls = cave_xrealloc(s->calls, s->cap * sizeof(*s->calls));
+		}
+		c = &s->calls[s->n++];
+		memset(c, 0, sizeof(*c));
+		snprintf(c->span, sizeof(c->span), "%s", span);
+		c->id = cave_xstrdup(id);
+		c->req = jv_copy(ev);
+		if ((h = hold_find(b, span, id))) {
+			/* reserved before its request reached the journal (a
+			 * journal written in a straight pipe): priced now */
+			h->m = cave_catalog_find(b->cat, cave_jv_str(ev, "provider", ""),
+						 cave_jv_str(ev, "model", ""));
+			c->reserved = true;
+			jv_free(c->req);
+			c->req = jv_null();
+		}
+		if ((!b->ledger || (b->unbounded && !cave_wallet_parent(wallet_of(b, span)))) &&
+		    b->model_calls < b->max_model_calls)
+			b->model_calls++; /* passed without a hold */
+	} else if (!strcmp(type, "call.response") || is_error) {
+		if (!is_error || cave_jv_bool(ev, "final", true))
+			rcall_over(c);
+		if (b->ledger)
+			on_outcome(b, ev, is_error);
+	} else if (!strcmp(type, "tool.request")) {
+		if (b->tool_calls < b->max_tool_calls)
+			b->tool_calls++;
+	} else if (!strcmp(type, "run.end")) {
+		if (!strcmp(span, b->root_span))
+			s->ended = true;
+		else if (b->ledger)
+			on_run_end(b, ev);
+	}
+}
+
+static int restore_line(void *ctx, char *line, size_t len, unsigned long lineno)
+{
+	struct restore *s = ctx;
+	char where[512];
+	cave_err e;
+	jv ev;
+
+	/* lines skipped before this one were empty: one byte each */
+	s->at += (int64_t)(lineno - s->last - 1) + (int64_t)len + 1;
+	s->last = lineno;
+	if (s->limit >= 0 && s->at > s->limit) {
+		s->past = true;
+		return -1;
+	}
+	snprintf(where, sizeof(where), "%.400s:%lu", s->path, lineno);
+	ev = cave_event_parse(line, len, where, &e);
+	if (!jv_is_valid(ev)) {
+		cave_warn("%s", e.msg); /* as the head does: the rest still counts */
+		jv_free(ev);
+		return 0;
+	}
+	learn(s->b, ev);
+	if (!strcmp(cave_jv_str(ev, "src", ""), SRC))
+		restore_own(s, ev, cave_jv_str(ev, "type", ""), cave_jv_str(ev, "span", ""),
+			    cave_jv_str(ev, "id", ""));
+	else
+		restore_other(s, ev, cave_jv_str(ev, "type", ""), cave_jv_str(ev, "span", ""),
+			      cave_jv_str(ev, "id", ""));
+	jv_free(ev);
+	return 0;
+}
+
+/* A call.request the journal shows going into the ring with no reservation
+ * or refusal after it: the crash came before those reached the journal,
+ * and it may have left. Holds what on_request would have held (nothing
+ * when it would have been refused) and says so. */
+static void restore_admit(struct budget *b, struct rcall *c)
+{
+	jv req = c->req;
+	const struct cave_model *m = cave_catalog_find(b->cat, cave_jv_str(req, "provider", ""),
+						       cave_jv_str(req, "model", ""));
+	struct cave_wallet *w = wallet_of(b, c->span);
+	int64_t in, out, cost, k = -1;
+	jv ev;
+
+	if (b->stopped || b->model_calls >= b->max_model_calls ||
+	    (b->denom == CAVE_DENOM_USD && (!m || !m->priced)))
+		return;
+	in = cave_reserve_input_ceiling(req, m);
+	out = cave_reserve_output_allowance(req, m);
+	if (out < 0 || cave_reserve_cost(b->denom, m, in, out, &cost) < 0)
+		return;
+	if (cave_wallet_check(w, cost) != CAVE_ADMIT_OK) {
+		if (cave_wallet_check(w, cost) != CAVE_ADMIT_SHORT)
+			return;
+		k = cave_reserve_afford_output(b->denom, m, in, cave_wallet_remaining(w));
+		if (k < b->floor || k >= out || cave_reserve_cost(b->denom, m, in, k, &cost) < 0 ||
+		    cave_wallet_check(w, cost) != CAVE_ADMIT_OK)
+			return;
+	}
+	cave_wallet_hold(w, cost);
+	b->model_calls++;
+	hold_add(b, c->span, c->id, w, m, cost);
+	ev = cave_event_new("budget.reserve", SRC);
+	ev = jv_object_set(ev, jv_string("id"), jv_string(c->id));
+	ev = jv_object_set(ev, jv_string("amount"), amount_jv(b->denom, cost));
+	ev = jv_object_set(ev, jv_string("max_output_tokens"), jv_number((double)out));
+	if (k >= 0)
+		ev = jv_object_set(ev, jv_string("clamped_output_tokens"), jv_number((double)k));
+	ev = jv_object_set(ev, jv_string("input_ceiling"), jv_number((double)in));
+	ev = jv_object_set(ev, jv_string("restored"), jv_true());
+	emit(b, ev, c->span);
+}
+
+/* --restore: folds the first limit bytes (-1: all) of a resumed run's
+ * journal into this ledger, as if this process had seen them: the budget's
+ * tranches, carves, holds and settlements, the model and tool calls
+ * counted, a stop of the run, the event counter. A call in flight at the crash (held, never
+ * answered) may have been billed: its hold is booked as spent, and a
+ * budget.settle with basis unknown_worst_case and restored true says so.
+ * Dies on a journal it cannot read or a budget in another denomination. */
+static void restore(struct budget *b, const char *path, int64_t limit)
+{
+	struct restore s = { .b = b, .path = path, .limit = limit };
+	struct cave_wallet_state st;
+	size_t booked = 0, booked_known = 0;
+	cave_err e;
+	jv stash;
+
+	b->stash = jv_array();
+	b->replaying = true;
+	if (cave_journal_read(path, restore_line, &s, &e) < 0 && !s.past)
+		cave_die(strcmp(e.code, "io") ? CAVE_EX_DATA : CAVE_EX_IO, "--restore: %s", e.msg);
+	b->replaying = false;
+	b->announced = true;
+	/* settlements of outcomes the journal has but whose budget.settle the
+	 * crash kept out of it: said now (after a run.end too: the receipt
+	 * folds what comes after it) */
+	stash = b->stash;
+	b->stash = jv_invalid();
+	jv_array_foreach(stash, k, pair) {
+		jv sp = jv_array_get(jv_copy(pair), 0);
+		jv ev = jv_array_get(pair, 1);
+
+		(void)k;
+		emit(b, jv_object_set(ev, jv_string("restored"), jv_true()), jv_string_value(sp));
+		if (b->ledger)
+			emit_states_up(b, wallet_of(b, jv_string_value(sp)));
+		booked_known++;
+		jv_free(sp);
+	}
+	jv_free(stash);
+	if (s.short_hold)
+		cave_warn("--restore: the calls held in '%s' pass the budget given now", path);
+	for (size_t i = 0; i < s.n && b->ledger; i++) {
+		struct rcall *c = &s.calls[i];
+
+		if (!c->over && !c->reserved && jv_get_kind(c->req) == JV_KIND_OBJECT &&
+		    !(b->unbounded && !cave_wallet_parent(wallet_of(b, c->span))))
+			restore_admit(b, c);
+	}
+	/* what is still held was in flight when the run died */
+	for (size_t i = b->nholds; i-- > 0;) {
+		struct hold *h = &b->holds[i];
+		struct cave_wallet *w = h->w;
+		jv out = cave_event_new("budget.settle", SRC);
+		int breach = cave_wallet_settle(w, h->amount, h->amount);
+
+		b->settled++;
+		out = jv_object_set(out, jv_string("id"), jv_string(h->id));
+		out = jv_object_set(out, jv_string("amount"), amount_jv(b->denom, h->amount));
+		out = jv_object_set(out, jv_string("basis"), jv_string("unknown_worst_case"));
+		out = jv_object_set(out, jv_string("reserved"), amount_jv(b->denom, h->amount));
+		out = jv_object_set(out, jv_string("restored"), jv_true());
+		if (breach)
+			out = jv_object_set(out, jv_string("over_reported"), jv_true());
+		emit(b, out, h->span);
+		emit_states_up(b, w);
+		hold_drop(b, h);
+		booked++;
+	}
+	if (b->ledger && !s.ended && !booked && !booked_known)
+		emit_state(b, cave_ledger_root(b->ledger));
+	if (b->ledger && booked) {
+		char x[32];
+
+		cave_wallet_state(cave_ledger_root(b->ledger), &st);
+		cave_warn("--restore: %zu call%s in flight at the crash may have been billed: "
+			  "booked at the worst case held; spent %s", booked, booked == 1 ? "" : "s",
+			  fmt_amount(b->denom, st.spent, x));
+	}
+	for (size_t i = 0; i < s.n; i++) {
+		free(s.calls[i].id);
+		jv_free(s.calls[i].req);
+	}
+	free(s.calls);
 }
 
 /* Reads what the control FIFO has; each whole line may be a budget.release. */
@@ -907,7 +1549,7 @@ int main(int argc, char **argv)
 {
 	enum { O_MAX_USD = 256, O_MAX_TOKENS, O_MAX_COST, O_INIT_USD, O_INIT_TOKENS,
 	       O_FLOOR, O_MODEL_CALLS, O_TOOL_CALLS, O_DEADLINE, O_CONTROL, O_HOOK,
-	       O_CATALOG };
+	       O_CATALOG, O_RETRY_USD, O_RETRY_TOKENS, O_RESTORE, O_RESTORE_BYTES };
 	static const struct option opts[] = {
 		{ "max-usd", required_argument, NULL, O_MAX_USD },
 		{ "max-tokens", required_argument, NULL, O_MAX_TOKENS },
@@ -921,13 +1563,19 @@ int main(int argc, char **argv)
 		{ "control", required_argument, NULL, O_CONTROL },
 		{ "on-exhausted", required_argument, NULL, O_HOOK },
 		{ "catalog", required_argument, NULL, O_CATALOG },
+		{ "max-retry-usd", required_argument, NULL, O_RETRY_USD },
+		{ "max-retry-tokens", required_argument, NULL, O_RETRY_TOKENS },
+		{ "restore", required_argument, NULL, O_RESTORE },
+		{ "restore-bytes", required_argument, NULL, O_RESTORE_BYTES },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct budget b;
 	const char *max_s = NULL, *init_s = NULL, *control = NULL, *catalog = NULL;
+	const char *retry_s = NULL, *restore_s = NULL;
+	long restore_bytes = -1;
 	int nbudgets = 0, opt, ret;
-	enum cave_denom init_d = CAVE_DENOM_NONE;
+	enum cave_denom init_d = CAVE_DENOM_NONE, retry_d = CAVE_DENOM_NONE;
 	cave_err e;
 
 	cave_set_prog(argv[0]);
@@ -937,6 +1585,7 @@ int main(int argc, char **argv)
 	b.max_tool_calls = 64;
 	b.deadline_ms = -1;
 	b.control_fd = -1;
+	b.retry_max = -1;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
 		case O_MAX_USD: b.denom = CAVE_DENOM_USD; max_s = optarg; nbudgets++; break;
@@ -951,18 +1600,31 @@ int main(int argc, char **argv)
 		case O_CONTROL: control = optarg; break;
 		case O_HOOK: b.hook = optarg; break;
 		case O_CATALOG: catalog = optarg; break;
+		case O_RETRY_USD: retry_d = CAVE_DENOM_USD; retry_s = optarg; break;
+		case O_RETRY_TOKENS: retry_d = CAVE_DENOM_TOKENS; retry_s = optarg; break;
+		case O_RESTORE: restore_s = optarg; break;
+		case O_RESTORE_BYTES: restore_bytes = parse_long("--restore-bytes", optarg); break;
 		case 'h': usage(0); break;
 		default: usage(CAVE_EX_USAGE);
 		}
 	}
 	if (optind < argc)
 		usage(CAVE_EX_USAGE);
+	if (restore_bytes >= 0 && !restore_s)
+		cave_die(CAVE_EX_USAGE, "--restore-bytes needs --restore");
 	if (nbudgets > 1)
 		cave_die(CAVE_EX_USAGE, b.cost_cap ? "--max-cost-usd cannot be combined with a budget"
 			 : "give exactly one of --max-usd and --max-tokens");
 	if (init_s && (b.denom != init_d || b.cost_cap))
 		cave_die(CAVE_EX_USAGE, "%s needs %s", init_d == CAVE_DENOM_USD ? "--initial-usd"
 			 : "--initial-tokens", init_d == CAVE_DENOM_USD ? "--max-usd" : "--max-tokens");
+	if (retry_s && (!max_s || b.denom != retry_d))
+		cave_die(CAVE_EX_USAGE, "%s needs %s", retry_d == CAVE_DENOM_USD ? "--max-retry-usd"
+			 : "--max-retry-tokens", retry_d == CAVE_DENOM_USD ? "--max-usd or --max-cost-usd"
+			 : "--max-tokens");
+	if (retry_s)
+		b.retry_max = parse_amount(retry_d == CAVE_DENOM_USD ? "--max-retry-usd"
+					   : "--max-retry-tokens", retry_d, retry_s);
 	if ((control || b.hook) && (!max_s || b.cost_cap))
 		cave_die(CAVE_EX_USAGE, "--control and --on-exhausted need --max-usd or --max-tokens");
 	if (max_s) {
@@ -992,6 +1654,8 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &b.t0);
 	cave_emitter_init(&b.em, SRC);
 	cave_io_init(&b.io, 0, 1);
+	if (restore_s)
+		restore(&b, restore_s, restore_bytes);
 	ret = loop(&b, &e);
 	if (ret < 0)
 		cave_warn("%s", e.msg);

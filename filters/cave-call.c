@@ -57,6 +57,9 @@ struct call {
 	bool fixture;
 	int attempt;
 	bool waiting;            /* between attempts, until retry_at */
+	bool no_retry;           /* a retry.cancel came: no further attempt */
+	char cancel_code[40];    /* its code, for the final call.error */
+	char cancel_msg[320];
 	double t0, t_first, retry_at;
 	CURL *easy;
 	struct curl_slist *hdrs;
@@ -204,11 +207,16 @@ static size_t on_body(char *p, size_t size, size_t n, void *ctx)
 	return len;
 }
 
-static void emit_error(struct call *c, const cave_err *e, bool final, long delay_ms)
+/* A call.error for c; cause (may be NULL) is the code of the failure
+ * behind e when e's own code is a decision about it (a cancelled retry). */
+static void emit_error_cause(struct call *c, const cave_err *e, bool final, long delay_ms,
+			     const char *cause)
 {
 	jv ev = with_call_fields(c, answer(c, "call.error"));
 	jv res = c->acc ? cave_acc_result(c->acc) : jv_null();
 	ev = jv_object_set(ev, jv_string("code"), jv_string(e->code));
+	if (cause)
+		ev = jv_object_set(ev, jv_string("cause"), jv_string(cause));
 	ev = jv_object_set(ev, jv_string("retryable"), e->retryable ? jv_true() : jv_false());
 	ev = jv_object_set(ev, jv_string("status"), c->status ? jv_number((double)c->status) : jv_null());
 	ev = jv_object_set(ev, jv_string("attempt"), jv_number(c->attempt));
@@ -228,6 +236,11 @@ static void emit_error(struct call *c, const cave_err *e, bool final, long delay
 	}
 	jv_free(res);
 	cave_io_emit(&io, ev);
+}
+
+static void emit_error(struct call *c, const cave_err *e, bool final, long delay_ms)
+{
+	emit_error_cause(c, e, final, delay_ms, NULL);
 }
 
 static void emit_response(struct call *c)
@@ -305,6 +318,23 @@ static int exit_for(const char *code)
 	return CAVE_EX_UNAVAILABLE;
 }
 
+/* Ends c with a final call.error in the code of its retry.cancel, as the
+ * budget asked; cause (may be NULL) is the code of an attempt that failed
+ * after the cancel came, why its error. */
+static void cancel(struct call *c, const char *cause, const cave_err *why)
+{
+	cave_err e = { 0 };
+	if (why)
+		cave_errf(&e, c->cancel_code, "%s; attempt %d, under way then, failed too: %s",
+			  c->cancel_msg, c->attempt, why->msg);
+	else
+		cave_errf(&e, c->cancel_code, "%s", c->cancel_msg);
+	e.retryable = 0;
+	emit_error_cause(c, &e, true, 0, cause);
+	fail_with(exit_for(e.code));
+	call_free(c);
+}
+
 /* An attempt ended: success, another attempt, or a final error. */
 static void settle_attempt(struct call *c, CURLcode res)
 {
@@ -358,6 +388,14 @@ static void settle_attempt(struct call *c, CURLcode res)
 		return;
 	}
 	/* text already streamed cannot be taken back: no second attempt then */
+	if (e.retryable && !c->deltas_sent && !c->fixture && c->attempt < opt.retry.max_attempts &&
+	    c->no_retry) {
+		/* the retry was cancelled while this attempt ran: it was the last;
+		 * its own code goes in 'cause' (the budget judges by it what it
+		 * may have cost) */
+		cancel(c, e.code, &e);
+		return;
+	}
 	if (e.retryable && !c->deltas_sent && !c->fixture && c->attempt < opt.retry.max_attempts) {
 		long delay = cave_retry_delay_ms(&opt.retry, c->attempt, c->retry_after_ms, random01());
 		emit_error(c, &e, false, delay);
@@ -549,6 +587,45 @@ fail:
 	call_free(c);
 }
 
+/* A retry.cancel (cave-budget's, in the ring): the call it names starts
+ * no further attempt. Between attempts it ends now; an attempt already
+ * running is let finish, and is the last. */
+static void on_cancel(const char *line, size_t len)
+{
+	cave_err e;
+	char where[64];
+	const char *id, *span, *cspan;
+	struct call *c;
+	jv ev;
+	snprintf(where, sizeof where, "%s:%lu", io.in_name, io.lineno);
+	ev = cave_event_parse(line, len, where, &e);
+	if (!jv_is_valid(ev)) {
+		cave_warn("%s", e.msg);
+		fail_with(CAVE_EX_DATA);
+		jv_free(ev);
+		return;
+	}
+	id = cave_jv_str(ev, "id", "");
+	span = cave_jv_str(ev, "span", NULL);
+	for (c = calls; c; c = c->next) {
+		cspan = cave_jv_str(c->req, "span", NULL);
+		if (strcmp(c->id, id) == 0 && (!span || !cspan || strcmp(span, cspan) == 0))
+			break;
+	}
+	if (c && !c->no_retry) {
+		c->no_retry = true;
+		snprintf(c->cancel_code, sizeof c->cancel_code, "%s",
+			 cave_jv_str(ev, "code", "retry_cancelled"));
+		snprintf(c->cancel_msg, sizeof c->cancel_msg, "%s",
+			 cave_jv_str(ev, "message", "the retry was cancelled"));
+		if (c->waiting)
+			cancel(c, NULL, NULL);
+	}
+	jv_free(ev);
+}
+
+static void abort_all(int sig);
+
 static int on_line(void *ctx, char *line, size_t len)
 {
 	struct cave_ev_head h;
@@ -560,6 +637,10 @@ static int on_line(void *ctx, char *line, size_t len)
 		if (cave_event_src_is(&h, SRC))
 			return 0; /* our own event, back from its lap */
 		cave_io_pass(&io, line, len);
+		if (cave_event_type_is(&h, "retry.cancel")) {
+			on_cancel(line, len);
+			return 0;
+		}
 		if (!cave_event_type_is(&h, "call.request"))
 			return 0;
 	}
@@ -579,6 +660,8 @@ static int on_line(void *ctx, char *line, size_t len)
 		}
 	}
 	new_call(ev);
+	if (got_signal)
+		abort_all(got_signal); /* after an abort no call is made */
 	return 0;
 }
 
@@ -664,8 +747,13 @@ int main(int argc, char **argv)
 		double t = now_ms(), next = t + 250;
 		CURLMsg *m;
 
-		if (got_signal || io.out_closed)
+		if (io.out_closed)
 			break;
+		/* an abort ends the calls in flight with an error each, then
+		 * keeps passing events until the input ends, so that what the
+		 * ring settles after it (cave-budget's settle) still goes round */
+		if (got_signal && calls)
+			abort_all(got_signal);
 		for (struct call *c = calls, *nx; c; c = nx) {
 			nx = c->next; /* start_attempt may free c */
 			if (!c->waiting)

@@ -60,6 +60,17 @@ static int get_str(jv o, const char *k, char **out)
 }
 
 /* An integer member in [lo, hi], or dflt when absent; -1 when bad. */
+/* An optional boolean (false when absent); -1 when it is something else. */
+static int get_bool(jv o, const char *k, bool *out)
+{
+	jv v = member(o, k);
+	jv_kind kind = jv_get_kind(v);
+	jv_free(v);
+	*out = kind == JV_KIND_TRUE;
+	return kind == JV_KIND_TRUE || kind == JV_KIND_FALSE || kind == JV_KIND_INVALID ||
+	       kind == JV_KIND_NULL ? 0 : -1;
+}
+
 static int get_long(jv o, const char *k, long lo, long hi, long dflt, long *out)
 {
 	jv v = member(o, k);
@@ -249,21 +260,12 @@ static int load_tool(jv t, bool sub, size_t i, const char *name, const char *dir
 			goto out;
 		}
 		out->timeout_ms = n;
-		v = member(t, "allow_repeat");
-		if (jv_is_valid(v) && jv_get_kind(v) != JV_KIND_TRUE && jv_get_kind(v) != JV_KIND_FALSE) {
-			cave_errf(e, "agent", "%s: %sallow_repeat: expected true or false", name, where);
+		if (get_bool(t, "allow_repeat", &out->allow_repeat) < 0 ||
+		    get_bool(t, "network", &out->network) < 0) {
+			cave_errf(e, "agent", "%s: %s%s: expected true or false", name, where,
+				  get_bool(t, "network", &out->network) < 0 ? "network" : "allow_repeat");
 			goto out;
 		}
-		out->allow_repeat = jv_get_kind(v) == JV_KIND_TRUE;
-		jv_free(v);
-		v = member(t, "network");
-		if (jv_is_valid(v) && jv_get_kind(v) != JV_KIND_TRUE && jv_get_kind(v) != JV_KIND_FALSE) {
-			cave_errf(e, "agent", "%s: %snetwork: expected true or false", name, where);
-			goto out;
-		}
-		out->network = jv_get_kind(v) == JV_KIND_TRUE;
-		jv_free(v);
-		v = jv_invalid();
 	} else {
 		char joined[PATH_MAX], real[PATH_MAX];
 		if (get_str(t, "agent", &target) < 0 || !target) {

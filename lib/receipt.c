@@ -67,6 +67,7 @@ struct cave_receipt {
 	size_t ntools, captools;
 	struct rchild *kids;
 	size_t nkids, capkids;
+	jv route;                  /* span -> the direct child it is under */
 	jv tranches, breakers, compactions;
 };
 
@@ -258,6 +259,7 @@ struct cave_receipt *cave_receipt_new(const struct cave_catalog *cat)
 	r->tranches = jv_array();
 	r->breakers = jv_array();
 	r->compactions = jv_array();
+	r->route = jv_object();
 	return r;
 }
 
@@ -287,6 +289,7 @@ void cave_receipt_free(struct cave_receipt *r)
 	free(r->lines);
 	free(r->tools);
 	free(r->kids);
+	jv_free(r->route);
 	free(r->root_span);
 	free(r->first_span);
 	free(r->agent);
@@ -327,6 +330,34 @@ static struct rchild *kid_for(struct cave_receipt *r, const char *span)
 	k->fold = NULL;
 	k->receipt = jv_null();
 	return k;
+}
+
+/* The direct child of this run that span belongs to: a run.start naming a
+ * parent_span places its span (and so a grandchild's events) in the tree;
+ * an unplaced span is a direct child. Returns a copy. */
+static char *kid_span(struct cave_receipt *r, jv ev, const char *type, const char *span)
+{
+	jv top = jv_object_get(jv_copy(r->route), jv_string(span));
+	char *parent = strcmp(type, "run.start") == 0 ? dup_str(ev, "parent_span", NULL) : NULL;
+	char *out;
+
+	if (jv_get_kind(top) != JV_KIND_STRING && parent && strcmp(parent, r->root_span) != 0) {
+		jv_free(top);
+		top = jv_object_get(jv_copy(r->route), jv_string(parent));
+		if (jv_get_kind(top) != JV_KIND_STRING) {
+			jv_free(top);
+			top = jv_string(parent);
+		}
+	}
+	if (jv_get_kind(top) != JV_KIND_STRING) {
+		jv_free(top);
+		top = jv_string(span);
+	}
+	r->route = jv_object_set(r->route, jv_string(span), jv_copy(top));
+	out = cave_xstrdup(jv_string_value(top));
+	jv_free(top);
+	free(parent);
+	return out;
 }
 
 static void fold_run_start(struct cave_receipt *r, jv ev, const char *run,
@@ -730,12 +761,15 @@ int cave_receipt_fold(struct cave_receipt *r, jv ev, cave_err *e)
 	/* Under a run.start's root span, another span is a subagent's. */
 	if (r->root_span && span && strcmp(span, r->root_span) != 0) {
 		struct rchild *k;
+		char *top = kid_span(r, ev, type, span);
 
 		if (strcmp(type, "receipt") == 0) {
-			fold_kid_receipt(r, ev, span, e, &bad);
+			fold_kid_receipt(r, ev, top, e, &bad);
+			free(top);
 			goto out;
 		}
-		k = kid_for(r, span);
+		k = kid_for(r, top);
+		free(top);
 		if (!k->fold)
 			k->fold = cave_receipt_new(r->cat);
 		if (cave_receipt_fold(k->fold, ev, e) < 0)

@@ -407,3 +407,145 @@ carve() { # carve PARENT_SPAN CHILD_SPAN AMOUNT
 	validate_receipt receipt.json
 	jq -e '.tranches == [{"amount":0.02,"reason":"checkpoint","atCall":1}] and .released == 0.031 and .spent == 0.0101 and .stopReason == "complete" and (.capBreached | not)' receipt.json
 }
+
+# ---- large requests: measured from the line (lib/json.h), not parsed ----
+
+# big_request FILE: a call.request of about 1 MB of mixed text (escapes,
+# multi-byte UTF-8, a raw DEL, numbers jq rewrites) with tools; its model
+# is not in the catalog, so the ceiling is not capped at a context window
+big_request() {
+	/usr/bin/python3 - "$RUN" "$SPAN" > "$1" <<'PY'
+import json, random, sys
+r = random.Random(3)
+words = ["plain", "words", "\"quoted\"", "back\\slash", "tab\there", "new\nline", "/slash",
+         "caf\u00e9", "\u6f22\u5b57", "\U0001F600", "del\x7f", "ctl\x01"]
+text = " ".join(r.choice(words) for _ in range(150000))
+ev = {"type": "call.request", "src": "cave-run", "v": 1, "run": sys.argv[1], "span": sys.argv[2],
+      "seq": 1, "id": "c1", "provider": "anthropic", "model": "budget-big",
+      "api": "anthropic-messages", "system": "sys \u00e9 \"q\"",
+      "messages": [{"role": "user", "content": text},
+                   {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f",
+                                                      "input": {"n": 1.5, "m": 1e20, "k": 10}}]}],
+      "tools": [{"name": "f", "input_schema": {"type": "object"}}], "max_output_tokens": 100}
+# and "\/", which JSON allows and Python never writes
+print(json.dumps(ev, separators=(",", ":"), ensure_ascii=False).replace("/slash", "\\/slash"))
+PY
+}
+
+@test "reserve: a 1 MB request is measured as jq measures it, and passed on byte for byte" {
+	big_request big.ndjson
+	[ "$(wc -c < big.ndjson)" -gt 1000000 ]
+	cave-budget --max-tokens 100000000 < big.ndjson > out.ndjson
+	want=$(jq '64 + (.system | utf8bytelength) + (.messages | tojson | utf8bytelength) + (.tools | tojson | utf8bytelength) + 1024' big.ndjson)
+	[ "$(sel budget.reserve | jq '.[0].input_ceiling')" = "$want" ]
+	[ "$(grep '"type":"call.request"' out.ndjson)" = "$(cat big.ndjson)" ]
+	# the same request with an escaped key is parsed whole: the same ceiling
+	sed 's/"role":"user"/"r\\u006fle":"user"/' big.ndjson > escaped.ndjson
+	cave-budget --max-tokens 100000000 < escaped.ndjson > out.ndjson
+	[ "$(sel budget.reserve | jq '.[0].input_ceiling')" = "$want" ]
+}
+
+@test "reserve: lines the scan is not sure of are parsed whole, with the same result" {
+	creq c1 1000 > plain.ndjson
+	sed 's/"model":/"mod\\u0065l":/' plain.ndjson > escaped.ndjson
+	sed 's/"max_output_tokens":1000/"max_output_tokens":5,"max_output_tokens":1000/' plain.ndjson > repeated.ndjson
+	for f in plain escaped repeated; do
+		{ start; cat "$f.ndjson"; } | cave-budget --max-usd 0.01 > out.ndjson
+		[ "$(sel budget.reserve | jq -c '.[0] | [.amount, .clamped_output_tokens, .input_ceiling]')" = '[0.009992,980,96]' ]
+		[ "$(sel call.request | jq '.[0].max_output_tokens')" = 980 ]
+	done
+}
+
+@test "clamp: the lowered request keeps every other byte of its line" {
+	{ start; creq c1 1000 | sed 's/"content":"hi"/"content":"h\\u0069"/; s/"stream":true/"stream" : true /'; } > in.ndjson
+	cave-budget --max-tokens 500 < in.ndjson > out.ndjson
+	[ "$(sel budget.reserve | jq -c '.[0] | [.amount, .clamped_output_tokens]')" = '[500,404]' ]
+	[ "$(grep '"type":"call.request"' out.ndjson)" = "$(grep '"type":"call.request"' in.ndjson | sed 's/"max_output_tokens":1000/"max_output_tokens":404/')" ]
+}
+
+# ---- --restore: a resumed run's ledger, from its journal ----
+
+# journal EVENTS...: what a run's journal holds after those events passed
+# cave-budget --max-usd 0.01 (its own events among them, in ring order)
+journal() {
+	cave-budget --max-usd 0.01 > j.ndjson 2> /dev/null
+}
+
+@test "restore: the run's max, the journal's spend and its calls counted" {
+	{ start; creq c1 100; cresp c1 "$(usage_io 100 50)"; } | journal
+	run -0 --separate-stderr cave-budget --max-usd 0.01 --max-model-calls 2 --restore j.ndjson < /dev/null
+	printf '%s\n' "$output" > out.ndjson
+	# one state, the whole run's: c1 cost 100 x $1 + 50 x $10 per million
+	[ "$(sel budget.state | jq -c 'map([.max, .spent, .reserved])')" = '[[0.01,0.0006,0]]' ]
+	# its counter goes on from the journal's: one line per (src, seq)
+	[ "$(jq -s 'map(select(.src == "cave-budget") | .seq) | max' j.ndjson)" -eq 5 ]
+	[ "$(sel budget.state | jq '.[0].seq')" -eq 6 ]
+	# --max-model-calls counts the journal's call
+	{ start; creq c2 100; creq c3 100; } | cave-budget --max-usd 0.01 --max-model-calls 2 \
+		--restore j.ndjson > out.ndjson
+	[ "$(sel budget.reserve | jq -c 'map(.id)')" = '["c2"]' ]
+	[ "$(sel run.stop | jq -r '.[0].reason')" = call_budget_exhausted ]
+}
+
+@test "restore: a call in flight at the crash is booked at its worst case, and flagged" {
+	{ start; creq c1 100; } | journal
+	run -0 --separate-stderr cave-budget --max-usd 0.01 --restore j.ndjson < /dev/null
+	printf '%s\n' "$output" > out.ndjson
+	[ "$(sel budget.settle | jq -c 'map([.id, .amount, .basis, .restored])')" = \
+		'[["c1",0.001192,"unknown_worst_case",true]]' ]
+	[ "$(sel budget.state | jq -c 'map(.spent) | last')" = 0.001192 ]
+	[[ $stderr == *"1 call in flight at the crash may have been billed"* ]]
+	# restored again (that settle journaled too): booked once, not twice
+	cat out.ndjson >> j.ndjson
+	cave-budget --max-usd 0.01 --restore j.ndjson < /dev/null > out.ndjson
+	[ "$(sel budget.settle)" = '[]' ]
+	[ "$(sel budget.state | jq -c 'map(.spent)')" = '[0.001192]' ]
+}
+
+@test "restore: only what is left is admitted" {
+	{ start; creq c1 100; } | journal
+	# 0.002 - 0.001192 affords 61 output tokens, below the floor: stop
+	{ start; creq c2 100; } | cave-budget --max-usd 0.002 --restore j.ndjson > out.ndjson
+	[ "$(sel budget.reserve)" = '[]' ]
+	[ "$(sel run.stop | jq -r '.[0].reason')" = budget_exhausted ]
+	# without the journal the same call goes
+	{ start; creq c2 100; } | cave-budget --max-usd 0.002 > out.ndjson
+	[ "$(sel budget.reserve | jq -c 'map(.id)')" = '["c2"]' ]
+}
+
+@test "restore: a settlement or a reservation the crash kept out of the journal is made again" {
+	{ start; creq c1 100; cresp c1 "$(usage_io 100 50)"; } | journal
+	grep -v '"type":"budget.settle"' j.ndjson > cut.ndjson
+	cave-budget --max-usd 0.01 --restore cut.ndjson < /dev/null > out.ndjson
+	[ "$(sel budget.settle | jq -c 'map([.id, .amount, .basis, .restored])')" = \
+		'[["c1",0.0006,"provider_reported",true]]' ]
+	[ "$(sel budget.state | jq -c 'map(.spent) | last')" = 0.0006 ]
+	# the request is on disk, its reservation is not: held as it would
+	# have been, and booked, since it may have left
+	{ start; creq c1 100; } > cut.ndjson
+	cave-budget --max-usd 0.01 --restore cut.ndjson < /dev/null > out.ndjson
+	[ "$(sel budget.reserve | jq -c 'map([.id, .amount, .restored])')" = '[["c1",0.001192,true]]' ]
+	[ "$(sel budget.settle | jq -c 'map([.id, .basis])')" = '[["c1","unknown_worst_case"]]' ]
+}
+
+@test "restore: only the first --restore-bytes of the journal, which the run appends to" {
+	{ start; creq c1 100; cresp c1 "$(usage_io 100 50)"; } | journal
+	size=$(stat -c %s j.ndjson)
+	creq c2 100 >> j.ndjson
+	cave-budget --max-usd 0.01 --restore j.ndjson --restore-bytes "$size" < /dev/null > out.ndjson
+	[ "$(sel budget.settle)" = '[]' ]
+	[ "$(sel budget.state | jq -c 'map(.spent)')" = '[0.0006]' ]
+	cave-budget --max-usd 0.01 --restore j.ndjson < /dev/null > out.ndjson
+	[ "$(sel budget.settle | jq -c 'map(.id)')" = '["c2"]' ]
+}
+
+@test "restore: a journal it cannot read, or of another denomination" {
+	run -74 --separate-stderr cave-budget --max-usd 0.01 --restore nope.ndjson < /dev/null
+	[[ $stderr == *"--restore: cannot open 'nope.ndjson'"* ]]
+	{ start; creq c1 100; } | journal
+	run -2 --separate-stderr cave-budget --max-tokens 1000 --restore j.ndjson < /dev/null
+	[[ $stderr == *"keeps a budget in usd, not tokens"* ]]
+	run -2 --separate-stderr cave-budget --max-usd 1 --restore-bytes x < /dev/null
+	run -2 --separate-stderr cave-budget --max-usd 1 --restore-bytes 10 < /dev/null
+	[[ $stderr == *"--restore-bytes needs --restore"* ]]
+}

@@ -172,7 +172,7 @@ run_id() { basename "$(ls -d .caveman/runs/*/ | head -1)"; }
 
 @test "Ctrl-C during a stream leaves the journal and a partial receipt" {
 	fake_start "$FIX/slow.json"
-	cave-run agent "Tell me a long story" > out.txt 2> err.txt &
+	cave-run --max-usd 0.05 agent "Tell me a long story" > out.txt 2> err.txt &
 	pid=$!
 	for i in $(seq 1 100); do grep -q '"call.delta"' .caveman/runs/*/events.ndjson 2>/dev/null && break; sleep 0.05; done
 	kill -INT "$pid"
@@ -181,6 +181,10 @@ run_id() { basename "$(ls -d .caveman/runs/*/ | head -1)"; }
 	[ "$rc" -eq 130 ]
 	journal | jq -se 'any(.[]; .type == "run.end" and .signal == 2)' > /dev/null
 	journal | jq -se 'any(.[]; .type == "call.error" and .code == "aborted")' > /dev/null
+	# the aborted call went on round to cave-budget, which settled it: a
+	# stream that had begun may have been billed, so spent is not 0
+	journal | jq -se 'any(.[]; .type == "budget.settle" and .id == "c1")' > /dev/null
+	run -0 jq -e '.spent > 0' .caveman/runs/*/receipt.json
 	validate_receipt .caveman/runs/*/receipt.json
 	# the stream was cut well before its end
 	! grep -q fourteen out.txt
@@ -209,6 +213,15 @@ run_id() { basename "$(ls -d .caveman/runs/*/ | head -1)"; }
 	assert_output 2
 	run -0 jq -s '[.[] | select(.type == "run.start")] | length' .caveman/runs/$id/events.ndjson
 	assert_output 1
+	# the ledger is the whole run's: its max, and spent is both calls plus
+	# the unknown call's worst case, booked once and flagged
+	run -0 jq -s '[.[] | select(.type == "budget.settle" and .basis == "unknown_worst_case"
+		and .restored)] | length' .caveman/runs/$id/events.ndjson
+	assert_output 1
+	w=$(jq -s '[.[] | select(.basis == "unknown_worst_case")][0].amount' .caveman/runs/$id/events.ndjson)
+	run -0 jq -r --argjson w "$w" '[.max, (.spent * 1e12 | round) ==
+		((.totalEstimatedUsd + $w) * 1e12 | round)] | @tsv' .caveman/runs/$id/receipt.json
+	assert_output $'0.05\ttrue'
 	validate_receipt .caveman/runs/$id/receipt.json
 }
 
@@ -237,4 +250,24 @@ run_id() { basename "$(ls -d .caveman/runs/*/ | head -1)"; }
 	[ "$status" -ne 0 ]
 	run -0 jq 'length' .caveman/conversations/c1/history.json
 	assert_output 2
+}
+
+@test "a reader that closes stdout mid-stream: exit 141, the journal and a partial receipt" {
+	fake_start "$FIX/slow.json"
+	# head takes one byte of the streaming answer and goes away
+	bash -c 'cave-run --max-usd 0.05 agent "Tell me a long story" 2> err.txt | head -c 1 > out.txt
+		echo "${PIPESTATUS[0]}" > rc.txt'
+	[ "$(cat rc.txt)" -eq 141 ]
+	[ "$(wc -c < out.txt)" -eq 1 ]
+	journal | jq -se 'any(.[]; .type == "call.request")' > /dev/null
+	journal | jq -se 'any(.[]; .type == "call.error" and .code == "aborted")' > /dev/null
+	journal | jq -se 'any(.[]; .type == "run.end" and .signal == 13)' > /dev/null
+	# the stream was cut well before its end
+	! journal | grep -q fourteen
+	validate_receipt .caveman/runs/*/receipt.json
+	run -0 jq -r '.denomination, .max' .caveman/runs/*/receipt.json
+	assert_output $'usd\n0.05'
+	journal | jq -se 'any(.[]; .type == "budget.settle")' > /dev/null
+	run -0 jq -e '.spent > 0' .caveman/runs/*/receipt.json
+	[[ $(cat err.txt) == *"estimated list-price subtotal"* ]]
 }
