@@ -25,6 +25,7 @@
 #include "event.h"
 #include "io.h"
 #include "journal.h"
+#include "json.h"
 #include "msg.h"
 #include "receipt.h"
 #include "ring.h"
@@ -113,6 +114,8 @@ struct frame {
 	int depth;
 	jv ancestry;            /* sandbox modes of the agents above, root first */
 	jv messages;            /* the history sent with the next call */
+	struct cave_buf hist;   /* its JSON, "m1,m2,..." (see history_json) */
+	int hist_n;             /* messages in hist */
 	jv sigs;                /* tool-call signatures per turn, for breakers */
 	jv outcomes;            /* turn outcome signatures, for no_progress */
 	char call_id[24];       /* the call in flight, "" when none */
@@ -208,21 +211,19 @@ static void record(struct run *r, const char *line, size_t len, jv ev, bool sync
 		cave_io_pass(&r->out, line, len);
 }
 
-/* Stamps (under frame f's span), journals (synced when sync) and sends one
- * event of the head's into the ring (consumed). A call's intent is on disk
- * before it leaves. */
-static void emit(struct run *r, struct frame *f, jv ev, bool sync)
+/* Stamps *ev (under frame f's span; replaced by the stamped event) and
+ * dumps it as one line with its '\n'; *n counts the bytes. */
+static char *stamp_dump(struct run *r, struct frame *f, jv *ev, size_t *n)
 {
-	size_t n;
 	char *s, saved[sizeof r->em.span];
 	jv env;
 
 	memcpy(saved, r->em.span, sizeof saved);
 	snprintf(r->em.span, sizeof r->em.span, "%s", f->span);
-	env = cave_emitter_stamp(&r->em, cave_event_new(cave_jv_str(ev, "type", "?"), SRC));
+	env = cave_emitter_stamp(&r->em, cave_event_new(cave_jv_str(*ev, "type", "?"), SRC));
 	memcpy(r->em.span, saved, sizeof saved);
 	/* the envelope first (type, src, v, run, span, seq), then the fields */
-	jv_object_foreach(ev, k, v) {
+	jv_object_foreach(*ev, k, v) {
 		const char *ks = jv_string_value(k);
 		if (strcmp(ks, "type") && strcmp(ks, "src") && strcmp(ks, "v"))
 			env = jv_object_set(env, k, v);
@@ -231,15 +232,31 @@ static void emit(struct run *r, struct frame *f, jv ev, bool sync)
 			jv_free(v);
 		}
 	}
-	ev = env;
-	s = cave_event_dump(jv_copy(ev), &n);
+	*ev = env;
+	s = cave_event_dump(jv_copy(env), n);
 	if (!s)
 		cave_die(CAVE_EX_SOFTWARE, "internal error: an event without a type");
+	return s;
+}
+
+/* Journals (synced when sync) and sends one line of the head's (n bytes
+ * with its '\n'; ev, the event it is, borrowed). A call's intent is on
+ * disk before it leaves. */
+static void send_line(struct run *r, const char *s, size_t n, jv ev, bool sync)
+{
 	record(r, s, n - 1, ev, sync);
 	if (!r->closed) {
 		cave_io_write(&r->rout, s, n);
 		r->sent++;
 	}
+}
+
+/* Stamps, journals and sends one event of frame f's (consumed). */
+static void emit(struct run *r, struct frame *f, jv ev, bool sync)
+{
+	size_t n;
+	char *s = stamp_dump(r, f, &ev, &n);
+	send_line(r, s, n, ev, sync);
 	free(s);
 	jv_free(ev);
 }
@@ -287,6 +304,7 @@ static void frame_init(struct frame *f, struct frame *parent, struct cave_agent 
 	f->outcomes = jv_array();
 	f->final = cave_sha256_new();
 	cave_buf_init(&f->answer, CAVE_EVENT_MAX / 4);
+	cave_buf_init(&f->hist, CAVE_EVENT_MAX);
 }
 
 static void pending_clear(struct frame *f)
@@ -311,6 +329,7 @@ static void frame_fini(struct frame *f)
 		cave_sha256_final(f->final, digest);
 	f->final = NULL;
 	cave_buf_free(&f->answer);
+	cave_buf_free(&f->hist);
 	if (f->own_ag) {
 		cave_agent_free(f->ag);
 		free(f->ag);
@@ -372,6 +391,54 @@ static bool any_tools(struct run *r)
 static void finish(struct run *r, struct frame *f, const char *reason);
 static void tools_done(struct run *r, struct frame *f);
 
+/* The JSON of f's history, dumped once: the history only grows, so a turn
+ * dumps just the messages added since the last (a long history costs a
+ * memcpy a turn, not a dump). -1 past the event cap. */
+static int history_json(struct frame *f)
+{
+	int n = jv_array_length(jv_copy(f->messages));
+	if (n < f->hist_n) { /* replaced, not grown: start again */
+		cave_buf_reset(&f->hist);
+		f->hist_n = 0;
+	}
+	for (; f->hist_n < n; f->hist_n++) {
+		jv m = jv_array_get(jv_copy(f->messages), f->hist_n);
+		int ret = (f->hist_n && cave_buf_addc(&f->hist, ',') < 0) ? -1
+			  : cave_json_dump(&f->hist, m);
+		jv_free(m);
+		if (ret < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Sends f's call.request: the event is dumped with "messages":null last,
+ * and the history's kept JSON goes in its place. */
+static void emit_call(struct run *r, struct frame *f, jv ev)
+{
+	static const char tail[] = "\"messages\":null}\n";
+	const size_t tl = sizeof tail - 1;
+	struct cave_buf line;
+	size_t n;
+	char *s;
+
+	ev = jv_object_set(ev, jv_string("messages"), jv_null());
+	s = stamp_dump(r, f, &ev, &n);
+	if (history_json(f) < 0 || n < tl || memcmp(s + n - tl, tail, tl) != 0)
+		cave_die(CAVE_EX_DATA, "the history is larger than an event may be (%zu bytes)",
+			 CAVE_EVENT_MAX);
+	cave_buf_init(&line, CAVE_EVENT_MAX + 1);
+	if (cave_buf_add(&line, s, n - 6) < 0 || cave_buf_addc(&line, '[') < 0 || /* - "null}\n" */
+	    cave_buf_add(&line, f->hist.data ? f->hist.data : "", f->hist.len) < 0 ||
+	    cave_buf_add(&line, "]}\n", 3) < 0)
+		cave_die(CAVE_EX_DATA, "the history is larger than an event may be (%zu bytes)",
+			 CAVE_EVENT_MAX);
+	free(s);
+	send_line(r, line.data, line.len, ev, true);
+	cave_buf_free(&line);
+	jv_free(ev);
+}
+
 static void send_call(struct run *r, struct frame *f)
 {
 	jv req, ev;
@@ -388,10 +455,16 @@ static void send_call(struct run *r, struct frame *f)
 	cave_buf_reset(&f->answer);
 	req = cave_turn_request(f->ag, f->messages, f->call_id);
 	ev = cave_event_new("call.request", SRC);
-	jv_object_foreach(req, k, v)
-		ev = jv_object_set(ev, k, v);
+	jv_object_foreach(req, k, v) {
+		if (strcmp(jv_string_value(k), "messages") != 0)
+			ev = jv_object_set(ev, k, v);
+		else {
+			jv_free(k);
+			jv_free(v);
+		}
+	}
 	jv_free(req);
-	emit(r, f, ev, true);
+	emit_call(r, f, ev);
 }
 
 static void end_event(struct run *r, struct frame *f)
@@ -508,7 +581,7 @@ static void tool_request(struct run *r, struct frame *f, struct pending *p,
 	ev = jv_object_set(ev, jv_string("sandbox"),
 			   jv_string(f->ag->sandbox_host ? "host" : "required"));
 	ev = jv_object_set(ev, jv_string("sandbox_ancestry"), jv_copy(f->ancestry));
-	emit(r, f, ev, false);
+	emit(r, f, ev, t->write); /* a write's intent is on disk before it runs */
 }
 
 /* The subagent's wallet: its cap in the run's denomination (the parent's
@@ -967,8 +1040,9 @@ static int on_ring_line(void *ctx, char *line, size_t len)
 			ev = jv_invalid();
 		}
 	}
-	record(r, line, len, ev, cave_event_type_is(&h, "call.response") ||
-	       cave_event_type_is(&h, "budget.state"));
+	/* not synced: the next thing with an effect outside (a call, a write
+	 * tool, the end) syncs first, and fdatasync takes every line before */
+	record(r, line, len, ev, false);
 	if (known) {
 		/* on round, so that it reaches its writer again */
 		if (!r->closed)

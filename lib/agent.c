@@ -186,6 +186,7 @@ static int usd_pico(jv v, int64_t *out)
 	return ret;
 }
 
+/* One entry of tools: or subagents: (t consumed) into out. */
 static int load_tool(jv t, bool sub, size_t i, const char *name, const char *dir,
 		     struct cave_agent_tool *out, cave_err *e)
 {
@@ -307,6 +308,7 @@ static int load_tool(jv t, bool sub, size_t i, const char *name, const char *dir
 	}
 	ret = 0;
 out:
+	jv_free(t);
 	jv_free(schema);
 	jv_free(v);
 	free(effect);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -107,15 +108,21 @@ static int write_all(int fd, const char *p, size_t n)
 int cave_journal_append(struct cave_journal *j, const char *line, size_t len,
 			cave_err *e)
 {
-	/* one write for line and newline, so a crash tears at most this line */
-	char small[8192];
-	char *p = len < sizeof small ? small : cave_xmalloc(len + 1);
-	int ret;
-	memcpy(p, line, len);
-	p[len] = '\n';
-	ret = write_all(j->fd, p, len + 1);
-	if (p != small)
-		free(p);
+	/* one write for line and newline, so a crash tears at most this
+	 * line; gathered, so a megabyte line is not copied to add the '\n' */
+	struct iovec iov[2] = { { (void *)line, len }, { "\n", 1 } };
+	ssize_t w;
+	int ret = 0;
+	do
+		w = writev(j->fd, iov, 2);
+	while (w < 0 && errno == EINTR);
+	if (w < 0)
+		ret = -1;
+	else if ((size_t)w < len) /* a short write: the rest, then the '\n' */
+		ret = write_all(j->fd, line + w, len - (size_t)w) < 0 ||
+		      write_all(j->fd, "\n", 1) < 0 ? -1 : 0;
+	else if ((size_t)w == len)
+		ret = write_all(j->fd, "\n", 1);
 	if (ret < 0)
 		return cave_errf(e, "io", "cannot write '%.200s': %s", j->path, strerror(errno));
 	j->lines++;

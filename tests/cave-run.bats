@@ -128,6 +128,13 @@ run_id() { basename "$(ls -d .caveman/runs/*/ | head -1)"; }
 	done
 	run -0 jq -s '[.[] | select(.type == "call.request")] | length' .caveman/runs/*/events.ndjson
 	assert_output 2
+	# a call.request's history is spliced from the kept JSON of earlier
+	# turns: byte for byte what jq writes, and the whole history in order
+	grep '"type":"call.request","src":"cave-run"' .caveman/runs/*/events.ndjson > reqs
+	jq -c . reqs | cmp - reqs
+	run -0 jq -sc '[.[0].messages[0] == .[1].messages[0], (.[1].messages | length),
+		(.[1].messages | map(.role))]' reqs
+	assert_output '[true,3,["user","assistant","user"]]'
 	# the call's intent precedes its deltas
 	run -0 jq -rs 'map(.type) | index("call.request") < index("call.delta")' .caveman/runs/*/events.ndjson
 	assert_output true
