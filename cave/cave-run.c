@@ -232,6 +232,7 @@ static char *stamp_dump(struct run *r, struct frame *f, jv *ev, size_t *n)
 			jv_free(v);
 		}
 	}
+	jv_free(*ev);
 	*ev = env;
 	s = cave_event_dump(jv_copy(env), n);
 	if (!s)
@@ -614,7 +615,7 @@ static void start_sub(struct run *r, struct frame *f, struct pending *p,
 	cave_err e;
 
 	why[0] = '\0';
-	jv_array_foreach(jv_copy(f->ancestry), i, m) {
+	jv_array_foreach(f->ancestry, i, m) {
 		(void)i;
 		under_required = under_required || strcmp(jv_string_value(m), "required") == 0;
 		jv_free(m);
@@ -862,7 +863,7 @@ static void on_response(struct run *r, struct frame *f, jv ev)
 		content = jv_array();
 	}
 	if (!f->call_printed) { /* a response that did not stream its text */
-		jv_array_foreach(jv_copy(content), i, b) {
+		jv_array_foreach(content, i, b) {
 			(void)i;
 			if (strcmp(cave_jv_str(b, "type", ""), "text") == 0) {
 				const char *t = cave_jv_str(b, "text", "");
@@ -1574,7 +1575,8 @@ static int resume_line(void *ctx, char *line, size_t len, unsigned long lineno)
 			jv e1 = jv_object_set(jv_object(), jv_string("start"), jv_copy(ev));
 			s->subs = jv_object_set(s->subs, jv_string(cave_jv_str(ev, "call_id", "")), e1);
 		} else if (strcmp(type, "run.end") == 0) {
-			jv_object_foreach(jv_copy(s->subs), k, v) {
+			jv subs = jv_copy(s->subs); /* iterated while s->subs changes */
+			jv_object_foreach(subs, k, v) {
 				jv st = jv_object_get(jv_copy(v), jv_string("start"));
 				if (strcmp(cave_jv_str(st, "span", ""), sp) == 0)
 					s->subs = jv_object_set(s->subs, jv_copy(k),
@@ -1584,6 +1586,7 @@ static int resume_line(void *ctx, char *line, size_t len, unsigned long lineno)
 				jv_free(k);
 				jv_free(v);
 			}
+			jv_free(subs);
 		}
 		if (num_after(id, 'c') > s->maxc)
 			s->maxc = num_after(id, 'c');
@@ -1798,7 +1801,7 @@ static bool resume_answer(struct run *r, struct pending *p)
 		return true;
 	}
 	jv_free(sub);
-	jv_array_foreach(jv_copy(s->treqs), k, t) {
+	jv_array_foreach(s->treqs, k, t) {
 		(void)k;
 		if (!done && strcmp(cave_jv_str(t, "call_id", ""), p->use_id) == 0) {
 			jv x = jv_object_get(jv_copy(s->tres), jv_string(cave_jv_str(t, "id", "")));
@@ -2053,6 +2056,16 @@ int main(int argc, char **argv)
 		r.frames[i]->dead = true;
 	sweep(&r);
 	frame_fini(&r.top);
+	cave_io_free(&r.rin);
+	cave_io_free(&r.rout);
+	cave_io_free(&r.out);
+	cave_ring_free(&r.ring);
+	for (size_t i = 0; i < r.nmembers; i++)
+		free(r.members[i]);
+	jv_free(r.prior);
+	cave_receipt_free(r.rc);
+	cave_catalog_free(r.cat);
+	cave_agent_free(&r.ag);
 	cave_buf_free(&prompt);
 	return rc;
 }

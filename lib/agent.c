@@ -105,7 +105,7 @@ static int unknown_key(jv o, const char *const *keys, const char *name,
 		       const char *where, cave_err *e)
 {
 	int ret = 0;
-	jv_object_foreach(jv_copy(o), k, v) {
+	jv_object_foreach(o, k, v) {
 		if (!ret && !in_list(keys, jv_string_value(k)))
 			ret = cave_errf(e, "agent", "%s: %sunknown field '%.60s'", name,
 					where, jv_string_value(k));

@@ -32,7 +32,7 @@ jv cave_turn_tool_uses(jv content)
 	jv out = jv_array();
 	if (jv_get_kind(content) != JV_KIND_ARRAY)
 		return out;
-	jv_array_foreach(jv_copy(content), i, b) {
+	jv_array_foreach(content, i, b) {
 		(void)i;
 		if (jv_get_kind(b) == JV_KIND_OBJECT &&
 		    strcmp(cave_jv_str(b, "type", ""), "tool_use") == 0)
