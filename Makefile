@@ -5,6 +5,10 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 BINDIR = $(PREFIX)/bin
 DATADIR = $(PREFIX)/share/cave
+# Where objects and programs go: the tests use build/ and bin/; lint builds
+# beside them (build/lint-*), so it never disturbs the tree under test.
+B ?= build
+BIN ?= bin
 
 CC ?= cc
 CFLAGS ?= -O2 -g
@@ -15,32 +19,32 @@ ALL_CFLAGS = -std=c17 $(WARN) $(CFLAGS) -MMD -MP
 LDLIBS = -lcurl -ljq -lonig -lyaml -lcrypto -lseccomp -lm
 
 LIB_SRC = $(sort $(wildcard lib/*.c))
-LIB_OBJ = $(LIB_SRC:%.c=build/%.o)
+LIB_OBJ = $(LIB_SRC:%.c=$(B)/%.o)
 PROG_SRC = $(sort $(wildcard filters/*.c cave/*.c sandbox/*.c))
-PROGS = $(patsubst %.c,bin/%,$(notdir $(PROG_SRC)))
+PROGS = $(patsubst %.c,$(BIN)/%,$(notdir $(PROG_SRC)))
 UNIT_SRC = $(sort $(wildcard tests/unit/test_*.c))
-UNITS = $(UNIT_SRC:tests/unit/%.c=build/tests/%)
+UNITS = $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 FUZZ_SRC = $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
 all: $(PROGS) $(UNITS)
 
-build/%.o: %.c
+$(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
-build/libcave.a: $(LIB_OBJ)
+$(B)/libcave.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 define prog_rule
-bin/$(notdir $(basename $(1))): build/$(basename $(1)).o build/libcave.a
-	@mkdir -p bin
-	$$(CC) $$(ALL_CFLAGS) $$(LDFLAGS) -o $$@ $$< build/libcave.a $$(LDLIBS)
+$(BIN)/$(notdir $(basename $(1))): $(B)/$(basename $(1)).o $(B)/libcave.a
+	@mkdir -p $(BIN)
+	$$(CC) $$(ALL_CFLAGS) $$(LDFLAGS) -o $$@ $$< $(B)/libcave.a $$(LDLIBS)
 endef
 $(foreach s,$(PROG_SRC),$(eval $(call prog_rule,$(s))))
 
-build/tests/%: build/tests/unit/%.o build/libcave.a
+$(B)/tests/%: $(B)/tests/unit/%.o $(B)/libcave.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< build/libcave.a $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libcave.a $(LDLIBS)
 
 deps:
 	@scripts/deps
@@ -69,9 +73,8 @@ sanitize: deps
 # Warnings are errors, and the banned functions stay out.
 lint: deps
 	@scripts/lint
-	@$(MAKE) --no-print-directory clean
-	@$(MAKE) -s --no-print-directory all CFLAGS="-O2 -g -Werror"
-	@$(MAKE) -s --no-print-directory all CC=clang CFLAGS="-O2 -g -Werror"
+	@$(MAKE) -s --no-print-directory all B=build/lint-gcc BIN=build/lint-gcc/bin CFLAGS="-O2 -g -Werror"
+	@$(MAKE) -s --no-print-directory all B=build/lint-clang BIN=build/lint-clang/bin CC=clang CFLAGS="-O2 -g -Werror"
 
 # Fuzz targets (libFuzzer, clang): make fuzz FUZZ_SECONDS=60
 FUZZ_SECONDS ?= 20
@@ -90,4 +93,4 @@ clean:
 	rm -rf build bin
 
 .PHONY: all deps test demo bench sanitize lint fuzz install clean
--include $(LIB_OBJ:.o=.d) $(PROG_SRC:%.c=build/%.d) $(UNIT_SRC:%.c=build/%.d)
+-include $(LIB_OBJ:.o=.d) $(PROG_SRC:%.c=$(B)/%.d) $(UNIT_SRC:%.c=$(B)/%.d)
