@@ -1531,7 +1531,8 @@ struct rs {
 	jv subs;           /* subagents by the tool_use id that started them:
 			    * {"start": run.start, "end": run.end or absent} */
 	bool ended;
-	uint64_t seq;
+	uint64_t seq;      /* the head's last seq */
+	uint64_t seq_all;  /* the last seq of any writer */
 	unsigned long maxc, maxt;
 };
 
@@ -1566,6 +1567,8 @@ static int resume_line(void *ctx, char *line, size_t len, unsigned long lineno)
 	id = cave_jv_str(ev, "id", "");
 	if (strcmp(src, SRC) == 0 && (uint64_t)cave_jv_int(ev, "seq", 0) > s->seq)
 		s->seq = (uint64_t)cave_jv_int(ev, "seq", 0);
+	if ((uint64_t)cave_jv_int(ev, "seq", 0) > s->seq_all)
+		s->seq_all = (uint64_t)cave_jv_int(ev, "seq", 0);
 	if (strcmp(src, SRC) == 0 && jv_get_kind(s->start) == JV_KIND_OBJECT &&
 	    strcmp(cave_jv_str(ev, "span", ""), cave_jv_str(s->start, "span", "")) != 0) {
 		/* a subagent's: its start and end tell resume what it answered;
@@ -1680,6 +1683,12 @@ static void resume_load(struct run *r)
 	snprintf(path, sizeof path, "%s/resume.json", r->dir);
 	s->prior_resume = read_json_file(path);
 	r->em.seq = s->seq;
+	{
+		/* the ring's members go on past every seq in the journal */
+		char from[32];
+		snprintf(from, sizeof from, "%llu", (unsigned long long)s->seq_all);
+		setenv("CAVE_SEQ_FROM", from, 1);
+	}
 	r->ncalls = s->maxc;
 	r->ntools = s->maxt;
 }
@@ -1907,6 +1916,7 @@ int main(int argc, char **argv)
 	frame_init(&r.top, NULL, &r.ag);
 	r.prior = jv_null();
 	parse_opts(&r, argc, argv);
+	unsetenv("CAVE_SEQ_FROM"); /* set by a resume only, for the ring */
 	cave_emitter_init(&r.em, SRC);
 
 	if (r.o.resume) {

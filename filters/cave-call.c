@@ -86,7 +86,7 @@ static CURLM *multi;
 static struct call *calls;
 static int running;
 static int exit_code;
-static uint64_t seq;
+static struct cave_emitter em; /* its seq; run and span come from each request */
 static volatile sig_atomic_t got_signal;
 
 static double now_ms(void)
@@ -120,7 +120,7 @@ static jv answer(struct call *c, const char *type)
 		ev = jv_object_set(ev, jv_string("run"), jv_string(run));
 	if (span)
 		ev = jv_object_set(ev, jv_string("span"), jv_string(span));
-	ev = jv_object_set(ev, jv_string("seq"), jv_number((double)++seq));
+	ev = jv_object_set(ev, jv_string("seq"), jv_number((double)++em.seq));
 	return jv_object_set(ev, jv_string("id"), jv_string(c->id));
 }
 
@@ -733,6 +733,7 @@ int main(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_signal };
 	cave_err e;
 	cave_set_prog(SRC);
+	cave_emitter_init(&em, SRC);
 	parse_opts(argc, argv);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(multi = curl_multi_init()))
 		cave_die(CAVE_EX_SOFTWARE, "cannot initialise libcurl");

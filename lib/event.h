@@ -50,6 +50,9 @@ struct cave_emitter {
 	char span[17];
 	uint64_t seq;
 };
+/* seq starts after CAVE_SEQ_FROM when the environment has it: a resumed
+ * run's members continue past every seq its journal holds, so (src, seq)
+ * stays unique in the journal. */
 void cave_emitter_init(struct cave_emitter *em, const char *src);
 /* Adopts run/span from an event this program answers (borrowed). */
 void cave_emitter_follow(struct cave_emitter *em, jv ev);

@@ -704,9 +704,10 @@ int main(int argc, char **argv)
 	int sigfd, rc;
 
 	cave_set_prog(argv[0]);
+	memset(&st, 0, sizeof st);
+	cave_emitter_init(&st.em, SRC); /* reads CAVE_SEQ_FROM before the scrub */
 	/* no credential of ours reaches a tool's image or /proc */
 	cave_env_scrub_self();
-	memset(&st, 0, sizeof st);
 	parse_opts(&st.o, argc, argv);
 	st.tmpdir = getenv("TMPDIR");
 	if (!st.tmpdir || st.tmpdir[0] != '/')
@@ -714,7 +715,6 @@ int main(int argc, char **argv)
 	cave_kernel_probe(&st.k);
 	cave_net_probe(&st.net, st.o.slirp);
 	load_policies(&st);
-	cave_emitter_init(&st.em, SRC);
 	st.pending = jv_array();
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);

@@ -230,6 +230,9 @@ run_id() { basename "$(ls -d .caveman/runs/*/ | head -1)"; }
 		((.totalEstimatedUsd + $w) * 1e12 | round)] | @tsv' .caveman/runs/$id/receipt.json
 	assert_output $'0.05\ttrue'
 	validate_receipt .caveman/runs/$id/receipt.json
+	# every writer of the resumed ring went on past the journal's seqs
+	run -0 jq -s 'group_by([.src, .seq]) | map(length) | max' .caveman/runs/$id/events.ndjson
+	assert_output 1
 }
 
 @test "a conversation keeps history, and a second concurrent use fails closed" {

@@ -27,7 +27,7 @@ The checks:
   once (a restored budget.settle); the journal's settlements sum to spent;
   no reservation took the books past max; spent passes max only with
   capBreached;
-- one journal line per (src, seq) for cave-run and cave-budget; no key in
+- one journal line per (src, seq) for every writer of the ring; no key in
   the journal or the receipt; every receipt validates
   (tests/validate-receipt.py, run once over all of them).
 
@@ -356,7 +356,7 @@ class Trial:
 
         head = [e for e in evs if e.get("src") == "cave-run"]
         check(sum(e["type"] == "run.start" for e in head) == 1, "not one run.start")
-        for src in ("cave-run", "cave-budget"):
+        for src in ("cave-run", "cave-budget", "cave-call", "cave-sandbox"):
             seqs = Counter(e["seq"] for e in evs if e.get("src") == src)
             dup = [q for q, c in seqs.items() if c > 1]
             check(not dup, f"{src}: seq {dup[:3]} journaled twice")
