@@ -87,7 +87,10 @@ struct opts {
 	int nfilters;
 	long fan_out, loop_window, no_progress_window;
 	long max_depth, max_subs, max_live; /* subagent tree limits, 0: none */
-	bool breakers, events, quiet;
+	long breakers;          /* 1 on, 0 off (-1 until set: see kept_opts) */
+	jv kept;                /* a resume's options from the journal: the
+				 * strings above may point into it */
+	bool events, quiet;
 	const char *conversation, *resume, *state, *workspace, *fixtures, *catalog;
 };
 
@@ -557,6 +560,7 @@ static bool repeated(struct run *r, struct frame *f, const char *sig)
 				hit = true;
 			jv_free(s);
 		}
+		jv_free(turn);
 		if (hit)
 			return true;
 	}
@@ -1427,13 +1431,10 @@ static void parse_opts(struct run *r, int argc, char **argv)
 		{ 0 }
 	};
 	int c;
-	r->o.fan_out = 8;
-	r->o.loop_window = 8;
-	r->o.no_progress_window = 3;
-	r->o.max_depth = 2;
-	r->o.breakers = true;
+	r->o.fan_out = r->o.loop_window = r->o.no_progress_window = -1;
+	r->o.max_depth = r->o.max_subs = r->o.max_live = r->o.breakers = -1;
 	r->o.state = ".caveman";
-	r->o.max_calls = "50";
+	r->o.kept = jv_null();
 	while ((c = getopt_long(argc, argv, "+hq", lo, NULL)) != -1) {
 		switch (c) {
 		case 1: r->o.max_usd = optarg; break;
@@ -1443,7 +1444,7 @@ static void parse_opts(struct run *r, int argc, char **argv)
 		case 5: parse_num(optarg, "--deadline-ms", 1, 86400000L * 30); r->o.deadline = optarg; break;
 		case 6: r->o.fan_out = parse_num(optarg, "--max-fan-out", 1, MAX_PENDING); break;
 		case 7: r->o.loop_window = parse_num(optarg, "--loop-window", 1, 1000); break;
-		case 8: r->o.breakers = false; break;
+		case 8: r->o.breakers = 0; break;
 		case 9:
 			if (r->o.nfilters >= MAX_FILTERS)
 				cave_die(CAVE_EX_USAGE, "--filter: at most %d", MAX_FILTERS);
@@ -1474,6 +1475,84 @@ static void parse_opts(struct run *r, int argc, char **argv)
 	if ((r->o.max_retry_usd && !r->o.max_usd) || (r->o.max_retry_tokens && !r->o.max_tokens))
 		cave_die(CAVE_EX_USAGE, "%s needs %s", r->o.max_retry_usd ? "--max-retry-usd"
 			 : "--max-retry-tokens", r->o.max_retry_usd ? "--max-usd" : "--max-tokens");
+}
+
+/* The options a run keeps in its run.start, so that a resume runs as the
+ * run began: a string or a number (-1 until set) and its default. */
+struct kept {
+	const char *name;
+	const char **s;
+	long *n;
+	const char *s_dflt;
+	long n_dflt;
+};
+
+static size_t kept_opts(struct opts *o, struct kept *k)
+{
+	const struct kept t[] = {
+		{ "max_usd", &o->max_usd, NULL, NULL, 0 },
+		{ "max_tokens", &o->max_tokens, NULL, NULL, 0 },
+		{ "max_retry_usd", &o->max_retry_usd, NULL, NULL, 0 },
+		{ "max_retry_tokens", &o->max_retry_tokens, NULL, NULL, 0 },
+		{ "max_calls", &o->max_calls, NULL, "50", 0 },
+		{ "max_tool_calls", &o->max_tool_calls, NULL, NULL, 0 },
+		{ "deadline_ms", &o->deadline, NULL, NULL, 0 },
+		{ "workspace", &o->workspace, NULL, NULL, 0 },
+		{ "fixtures", &o->fixtures, NULL, NULL, 0 },
+		{ "catalog", &o->catalog, NULL, NULL, 0 },
+		{ "max_fan_out", NULL, &o->fan_out, NULL, 8 },
+		{ "loop_window", NULL, &o->loop_window, NULL, 8 },
+		{ "no_progress_window", NULL, &o->no_progress_window, NULL, 3 },
+		{ "breakers", NULL, &o->breakers, NULL, 1 },
+		{ "max_subagent_depth", NULL, &o->max_depth, NULL, 2 },
+		{ "max_subagent_invocations", NULL, &o->max_subs, NULL, 0 },
+		{ "max_concurrent_subagents", NULL, &o->max_live, NULL, 0 },
+	};
+	memcpy(k, t, sizeof t);
+	return sizeof t / sizeof t[0];
+}
+
+/* Unset options take their defaults. */
+static void opts_defaults(struct opts *o)
+{
+	struct kept k[24];
+	for (size_t i = 0, n = kept_opts(o, k); i < n; i++) {
+		if (k[i].s && !*k[i].s)
+			*k[i].s = k[i].s_dflt;
+		if (k[i].n && *k[i].n < 0)
+			*k[i].n = k[i].n_dflt;
+	}
+}
+
+/* The options as run.start keeps them (after opts_defaults). */
+static jv opts_jv(struct opts *o, jv out)
+{
+	struct kept k[24];
+	for (size_t i = 0, n = kept_opts(o, k); i < n; i++) {
+		if (k[i].s && *k[i].s)
+			out = jv_object_set(out, jv_string(k[i].name), jv_string(*k[i].s));
+		else if (k[i].n)
+			out = jv_object_set(out, jv_string(k[i].name), jv_number((double)*k[i].n));
+	}
+	return out;
+}
+
+/* A resume takes the options the run began with, except those given again
+ * on its command line (kept borrowed). */
+static void opts_resume(struct opts *o, jv kept)
+{
+	struct kept k[24];
+	jv_free(o->kept);
+	o->kept = jv_copy(kept);
+	kept = o->kept;
+	for (size_t i = 0, n = kept_opts(o, k); i < n; i++) {
+		jv v = jv_object_get(jv_copy(kept), jv_string(k[i].name));
+		if (k[i].s && !*k[i].s && jv_get_kind(v) == JV_KIND_STRING)
+			*k[i].s = jv_string_value(v); /* lives in o->kept */
+		else if (k[i].n && *k[i].n < 0 && jv_get_kind(v) == JV_KIND_NUMBER)
+			*k[i].n = (long)jv_number_value(v);
+		jv_free(v);
+	}
 }
 
 /* ---- the end: receipt, bill, sidecar ------------------------------------ */
@@ -1673,12 +1752,7 @@ static void resume_load(struct run *r)
 	if (strcmp(r->ag.digest, cave_jv_str(s->start, "agent_digest", "")) != 0)
 		cave_warn("the agent definition changed since the run started; going on with "
 			  "the current one");
-	if (!r->o.max_usd && cave_jv_str(opts, "max_usd", NULL))
-		r->o.max_usd = cave_xstrdup(cave_jv_str(opts, "max_usd", NULL));
-	if (!r->o.max_tokens && cave_jv_str(opts, "max_tokens", NULL))
-		r->o.max_tokens = cave_xstrdup(cave_jv_str(opts, "max_tokens", NULL));
-	if (!r->o.max_tool_calls && cave_jv_str(opts, "max_tool_calls", NULL))
-		r->o.max_tool_calls = cave_xstrdup(cave_jv_str(opts, "max_tool_calls", NULL));
+	opts_resume(&r->o, opts);
 	jv_free(opts);
 	snprintf(path, sizeof path, "%s/resume.json", r->dir);
 	s->prior_resume = read_json_file(path);
@@ -1931,6 +2005,7 @@ int main(int argc, char **argv)
 		if (cave_agent_load(argv[optind], &r.ag, &e) < 0)
 			cave_die(CAVE_EX_CONFIG, "%s", e.msg);
 	}
+	opts_defaults(&r.o);
 	if (!r.rc) {
 		r.cat = cave_catalog_load(r.o.catalog, &e);
 		if (!r.cat)
@@ -1993,13 +2068,7 @@ int main(int argc, char **argv)
 		cave_sha256_hex(prompt.data, prompt.len, input_digest);
 		opts = jv_object();
 		opts = jv_object_set(opts, jv_string("agent_dir"), jv_string(r.ag.dir));
-		if (r.o.max_usd)
-			opts = jv_object_set(opts, jv_string("max_usd"), jv_string(r.o.max_usd));
-		if (r.o.max_tokens)
-			opts = jv_object_set(opts, jv_string("max_tokens"), jv_string(r.o.max_tokens));
-		opts = jv_object_set(opts, jv_string("max_calls"), jv_string(r.o.max_calls));
-		if (r.o.max_tool_calls)
-			opts = jv_object_set(opts, jv_string("max_tool_calls"), jv_string(r.o.max_tool_calls));
+		opts = opts_jv(&r.o, opts);
 		if (r.o.conversation) {
 			opts = jv_object_set(opts, jv_string("conversation"), jv_string(r.o.conversation));
 			opts = jv_object_set(opts, jv_string("cache_epoch"), jv_number((double)epoch));
@@ -2076,6 +2145,7 @@ int main(int argc, char **argv)
 	cave_receipt_free(r.rc);
 	cave_catalog_free(r.cat);
 	cave_agent_free(&r.ag);
+	jv_free(r.o.kept);
 	cave_buf_free(&prompt);
 	return rc;
 }
