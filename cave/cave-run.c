@@ -583,6 +583,8 @@ static void tool_request(struct run *r, struct frame *f, struct pending *p,
 			   jv_string(r->o.workspace ? r->o.workspace : f->ag->dir));
 	ev = jv_object_set(ev, jv_string("timeout_ms"), jv_number((double)t->timeout_ms));
 	ev = jv_object_set(ev, jv_string("network"), jv_bool(t->network));
+	if (t->host_loopback)
+		ev = jv_object_set(ev, jv_string("host_loopback"), jv_true());
 	ev = jv_object_set(ev, jv_string("sandbox"),
 			   jv_string(f->ag->sandbox_host ? "host" : "required"));
 	ev = jv_object_set(ev, jv_string("sandbox_ancestry"), jv_copy(f->ancestry));

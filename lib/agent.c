@@ -24,7 +24,7 @@ static const char *const top_keys[] = {
 };
 static const char *const tool_keys[] = {
 	"name", "description", "input_schema", "effect", "command",
-	"timeout_ms", "allow_repeat", "network", NULL,
+	"timeout_ms", "allow_repeat", "network", "host_loopback", NULL,
 };
 static const char *const sub_keys[] = {
 	"name", "description", "agent", "input_schema", "max_cost_usd",
@@ -261,10 +261,16 @@ static int load_tool(jv t, bool sub, size_t i, const char *name, const char *dir
 			goto out;
 		}
 		out->timeout_ms = n;
-		if (get_bool(t, "allow_repeat", &out->allow_repeat) < 0 ||
-		    get_bool(t, "network", &out->network) < 0) {
-			cave_errf(e, "agent", "%s: %s%s: expected true or false", name, where,
-				  get_bool(t, "network", &out->network) < 0 ? "network" : "allow_repeat");
+		static const char *const flags[] = { "allow_repeat", "network", "host_loopback" };
+		bool *dst[] = { &out->allow_repeat, &out->network, &out->host_loopback };
+		for (size_t k = 0; k < 3; k++)
+			if (get_bool(t, flags[k], dst[k]) < 0) {
+				cave_errf(e, "agent", "%s: %s%s: expected true or false", name,
+					  where, flags[k]);
+				goto out;
+			}
+		if (out->host_loopback && !out->network) {
+			cave_errf(e, "agent", "%s: %shost_loopback: needs network: true", name, where);
 			goto out;
 		}
 	} else {

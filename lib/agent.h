@@ -28,6 +28,7 @@ struct cave_agent_tool {
 	long timeout_ms;
 	bool allow_repeat;    /* repeated calls are not a loop (polling tools) */
 	bool network;         /* network: true (a user-mode network, no host loopback) */
+	bool host_loopback;   /* ...that reaches the host's loopback (declared) */
 	/* a subagent: a tool whose target is another agent directory */
 	char *subagent_dir;   /* absolute, NULL for a command tool */
 	int64_t max_cost_pico;/* subagent wallet in pico-USD, -1 when unset */

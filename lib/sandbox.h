@@ -144,8 +144,8 @@ void cave_net_probe(struct cave_net *n, const char *name);
  * ready) with exit_rd as its --exit-fd and ready_wr as its --ready-fd;
  * its stderr goes to a new capped log in *log_fd (the caller closes it).
  * Returns its pid, or -1 with e set. */
-pid_t cave_net_start(const char *slirp, pid_t target, int exit_rd, int ready_wr,
-		     int *log_fd, cave_err *e);
+pid_t cave_net_start(const char *slirp, pid_t target, bool host_loopback, int exit_rd,
+		     int ready_wr, int *log_fd, cave_err *e);
 /* The last line of that log, printable, into buf ("" when none). */
 void cave_net_log_tail(int log_fd, char *buf, size_t n);
 
@@ -192,6 +192,7 @@ struct cave_sbx_spec {
 	const char *workspace;  /* resolved absolute directory */
 	bool write;             /* effect: write */
 	bool network;
+	bool host_loopback;     /* network reaches the host's loopback (10.0.2.2) */
 	const char *input;      /* stdin bytes */
 	size_t input_len;
 	struct cave_sbx_limits lim;

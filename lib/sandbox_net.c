@@ -1,8 +1,9 @@
 /* sandbox_net.c: the user-mode network of a tool that declares network:
  * true. It finds slirp4netns and /dev/net/tun, and starts slirp4netns on
  * the host side against the tool's network namespace. It must never start
- * slirp4netns without --disable-host-loopback: the tool's network reaches
- * the outside world, never the host's loopback services. */
+ * slirp4netns without --disable-host-loopback unless the tool declared
+ * host_loopback: the tool's network reaches the outside world, and the
+ * host's loopback services only when the agent said so. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -77,7 +78,8 @@ void cave_net_probe(struct cave_net *n, const char *name)
  * capability but one dropped) only as root: unprivileged, it needs uid and
  * gid 0 mapped in the tool's user namespace, which maps the user to
  * itself; there it holds no capability in the host's namespaces anyway. */
-static _Noreturn void exec_slirp(const char *slirp, pid_t target, const int fds[3])
+static _Noreturn void exec_slirp(const char *slirp, pid_t target, bool host_loopback,
+				 const int fds[3])
 {
 	char pid[24], *argv[10], *envp[] = { NULL };
 	int n = 0;
@@ -88,7 +90,8 @@ static _Noreturn void exec_slirp(const char *slirp, pid_t target, const int fds[
 	snprintf(pid, sizeof pid, "%ld", (long)target);
 	argv[n++] = (char *)slirp;
 	argv[n++] = "--configure";
-	argv[n++] = "--disable-host-loopback";
+	if (!host_loopback)
+		argv[n++] = "--disable-host-loopback";
 	if (geteuid() == 0)
 		argv[n++] = "--enable-sandbox";
 	argv[n++] = "--enable-seccomp";
@@ -115,8 +118,8 @@ static _Noreturn void exec_slirp(const char *slirp, pid_t target, const int fds[
 	_exit(127);
 }
 
-pid_t cave_net_start(const char *slirp, pid_t target, int exit_rd, int ready_wr,
-		     int *log_fd, cave_err *e)
+pid_t cave_net_start(const char *slirp, pid_t target, bool host_loopback, int exit_rd,
+		     int ready_wr, int *log_fd, cave_err *e)
 {
 	int fds[3] = { -1, -1, -1 }; /* the log, exit_rd, ready_wr */
 	pid_t pid = -1;
@@ -132,7 +135,7 @@ pid_t cave_net_start(const char *slirp, pid_t target, int exit_rd, int ready_wr,
 	}
 	pid = fork();
 	if (pid == 0)
-		exec_slirp(slirp, target, fds);
+		exec_slirp(slirp, target, host_loopback, fds);
 	if (pid < 0)
 		cave_errf(e, "cave_sandbox_unavailable", "network: cannot start '%s': %s",
 			  slirp, strerror(errno));

@@ -506,8 +506,8 @@ int cave_sbx_spawn(const struct cave_sbx_spec *s, struct cave_sbx_proc *p,
 		}
 	}
 	if (net) {
-		p->net_pid = cave_net_start(s->slirp, p->pid, netexit[0], ready[1],
-					    &p->net_log, e);
+		p->net_pid = cave_net_start(s->slirp, p->pid, s->host_loopback, netexit[0],
+					    ready[1], &p->net_log, e);
 		if (p->net_pid < 0) {
 			p->net_pid = 0;
 			goto out;

@@ -184,7 +184,7 @@ static void load_policies(struct state *st)
 }
 
 static jv sandbox_info(const struct state *st, enum cave_sbx_mode mode, bool write,
-		       bool network)
+		       bool network, bool host_loopback)
 {
 	jv o = jv_object();
 
@@ -192,6 +192,8 @@ static jv sandbox_info(const struct state *st, enum cave_sbx_mode mode, bool wri
 			  jv_string(mode == CAVE_SBX_HOST ? "host" : "required"));
 	o = jv_object_set(o, jv_string("effect"), jv_string(write ? "write" : "read"));
 	o = jv_object_set(o, jv_string("network"), jv_bool(network));
+	if (host_loopback)
+		o = jv_object_set(o, jv_string("host_loopback"), jv_true());
 	if (mode == CAVE_SBX_REQUIRED) {
 		o = jv_object_set(o, jv_string("landlock_abi"), jv_number(st->k.landlock_abi));
 		o = jv_object_set(o, jv_string("policy"), jv_string(st->policy->name));
@@ -259,15 +261,15 @@ static bool ancestry_required(jv req)
 	return found || strcmp(cave_jv_str(req, "sandbox_parent", ""), "required") == 0;
 }
 
-/* Reads the request's network (req borrowed) into *network; absent or
+/* Reads the request's boolean key (req borrowed) into *out; absent or
  * null is false. Returns false when it is there and not a boolean. */
-static bool network_flag(jv req, bool *network)
+static bool flag(jv req, const char *key, bool *out)
 {
-	jv v = jv_object_get(jv_copy(req), jv_string("network"));
+	jv v = jv_object_get(jv_copy(req), jv_string(key));
 	jv_kind k = jv_get_kind(v);
 
 	jv_free(v);
-	*network = k == JV_KIND_TRUE;
+	*out = k == JV_KIND_TRUE;
 	return k == JV_KIND_TRUE || k == JV_KIND_FALSE || k == JV_KIND_NULL ||
 	       k == JV_KIND_INVALID;
 }
@@ -309,8 +311,10 @@ static void start(struct state *st, struct job *j, jv req)
 		refuse(st, req, "cave_sandbox_aborted", "aborted before the tool started");
 		goto out;
 	}
-	if (!network_flag(req, &s.network)) {
-		refuse(st, req, "cave_sandbox_bad_request", "network must be true or false");
+	if (!flag(req, "network", &s.network) || !flag(req, "host_loopback", &s.host_loopback) ||
+	    (s.host_loopback && !s.network)) {
+		refuse(st, req, "cave_sandbox_bad_request", "network and host_loopback must be "
+		       "true or false, and host_loopback needs network");
 		goto out;
 	}
 	if (s.mode == CAVE_SBX_REQUIRED && st->k.missing[0]) {
@@ -485,7 +489,8 @@ static void finish(struct state *st, struct job *j)
 	ev = jv_object_set(ev, jv_string("denied"), den);
 	ev = jv_object_set(ev, jv_string("sandbox"),
 			   sandbox_info(st, j->mode, j->write,
-					cave_jv_bool(j->req, "network", false)));
+					cave_jv_bool(j->req, "network", false),
+					cave_jv_bool(j->req, "host_loopback", false)));
 	cave_io_emit(&st->io, ev);
 	cave_capture_free(&j->cap);
 	jv_free(j->req);

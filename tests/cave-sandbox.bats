@@ -190,10 +190,13 @@ teardown() {
 	[ "$output_text" = "" ]
 }
 
-@test "network must be a boolean" {
-	sbx net-info read '{}' '{"network":{"host_loopback":true}}'
-	[ "$(field .denied.code)" = cave_sandbox_bad_request ]
-	[ "$(field .exit)" = null ]
+@test "network and host_loopback must be booleans; host_loopback needs network" {
+	for req in '{"network":{"host_loopback":true}}' '{"network":true,"host_loopback":"yes"}' \
+		   '{"host_loopback":true}' '{"network":false,"host_loopback":true}'; do
+		sbx net-info read '{}' "$req"
+		[ "$(field .denied.code)" = cave_sandbox_bad_request ] || { echo "$req"; false; }
+		[ "$(field .exit)" = null ]
+	done
 }
 
 @test "required mode fails closed where the kernel cannot do its part" {
@@ -341,6 +344,16 @@ PY
 	[[ "$output_text" == *"connect 10.0.2.2:$port failed"* ]]
 	[[ "$output_text" != *CONNECTED* ]]
 	sleep 0.2
+	[ "$(hits 127.0.0.1)" -eq 1 ]
+}
+
+@test "network: true with a declared host_loopback reaches the host's loopback at 10.0.2.2" {
+	listen 127.0.0.1
+	sbx net-info read "{\"to\":[[\"10.0.2.2\",$port]]}" '{"network":true,"host_loopback":true}'
+	[ "$(field .exit)" = 0 ]
+	[ "$(field .sandbox.host_loopback)" = true ]
+	[[ "$output_text" == *"CONNECTED 10.0.2.2:$port"* ]]
+	for _ in $(seq 40); do [ "$(hits 127.0.0.1)" -eq 1 ] && break; sleep 0.05; done
 	[ "$(hits 127.0.0.1)" -eq 1 ]
 }
 

@@ -90,6 +90,15 @@ int main(void)
 	check_err("id: s\nmodel: openai/x\n" TOOL "    effect: read\n    command: x\n"
 		  "    network: {host_loopback: true}\n", "tools[0]: network: expected true or false",
 		  "network must be a boolean");
+	check_err("id: s\nmodel: openai/x\n" TOOL "    effect: read\n    command: x\n"
+		  "    host_loopback: true\n", "tools[0]: host_loopback: needs network: true",
+		  "host_loopback needs network");
+	is_int(load("id: s\nmodel: openai/x\n" TOOL "    effect: read\n    command: x\n"
+		    "    network: true\n    host_loopback: true\n", &a, &e), 0,
+	       "network with a declared host_loopback loads");
+	ok(a.ntools == 1 && a.tools[0].network && a.tools[0].host_loopback,
+	   "host_loopback is kept");
+	cave_agent_free(&a);
 	check_err("id: s\nmodel: [x\n", "agent.yaml:", "YAML errors carry the place");
 	check_err("id: s\nmodel: openai/x\n" TOOL "    effect: read\n    command: x\n"
 		  "  - name: lookup\n    description: d\n    input_schema: {}\n    effect: read\n"
