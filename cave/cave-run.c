@@ -1607,7 +1607,7 @@ struct rs {
 	jv outcome;        /* its call.response or final call.error, or null */
 	jv treqs;          /* tool.requests after it */
 	jv tres;           /* tool.result by id (object) */
-	jv budget;         /* the last budget.state */
+	jv budget;         /* the root wallet's last budget.state */
 	jv prior_resume;   /* resume.json of an earlier resume, or null */
 	jv subs;           /* subagents by the tool_use id that started them:
 			    * {"start": run.start, "end": run.end or absent} */
@@ -1704,7 +1704,9 @@ static int resume_line(void *ctx, char *line, size_t len, unsigned long lineno)
 		s->outcome = jv_copy(ev);
 	} else if (strcmp(type, "tool.result") == 0 && *id) {
 		s->tres = jv_object_set(s->tres, jv_string(id), jv_copy(ev));
-	} else if (strcmp(type, "budget.state") == 0) {
+	} else if (strcmp(type, "budget.state") == 0 && jv_get_kind(s->start) == JV_KIND_OBJECT &&
+		   strcmp(cave_jv_str(ev, "span", ""), cave_jv_str(s->start, "span", "")) == 0) {
+		/* the root wallet's (a subagent's wallet has its own span) */
 		jv_free(s->budget);
 		s->budget = jv_copy(ev);
 	}

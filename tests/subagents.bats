@@ -252,3 +252,34 @@ poller() {
 	run -0 jq -r '.stopReason' .caveman/runs/*/receipt.json
 	assert_output loop_detected
 }
+
+@test "SIGKILL while a subagent's call hangs, then resume: the subagent is not run again" {
+	cat > script.json <<-'EOF2'
+	{"responses": [
+	  {"tool_calls": [{"id": "toolu_p1", "name": "ask_researcher", "input": {"task": "slow"}}], "usage": {"input": 100, "output": 10}},
+	  {"text": "never seen", "first_byte_delay_ms": 30000, "usage": {"input": 50, "output": 5}},
+	  {"text": "I could not get an answer from the researcher.", "usage": {"input": 150, "output": 12}}
+	]}
+	EOF2
+	fake_start script.json
+	setsid cave-run --quiet --max-usd 0.05 lead "go" > out 2> err &
+	pid=$!
+	for _ in $(seq 200); do [ "$(fake_requests)" -ge 2 ] && break; sleep 0.05; done
+	[ "$(fake_requests)" -eq 2 ]
+	sleep 0.2
+	kill -KILL -- "-$pid"
+	wait "$pid" || true
+	id=$(basename "$(ls -d .caveman/runs/*/)")
+	run -0 --separate-stderr cave-run --resume "$id"
+	assert_output --partial "I could not get an answer"
+	# the parent's next call was told; the child's call was not made again
+	[ "$(fake_requests)" -eq 3 ]
+	fake_request 3 | grep -q 'interrupted: this subagent was running at a crash'
+	validate_receipt .caveman/runs/$id/receipt.json
+	# the child's hung call is booked at its worst case in its own wallet,
+	# and the root's spent covers it
+	run -0 jq -e '.subagents | length == 1' .caveman/runs/$id/receipt.json
+	run -0 jq -e '.spent > .totalEstimatedUsd' .caveman/runs/$id/receipt.json
+	run -0 jq -r '.possible_double_count' .caveman/runs/$id/resume.json
+	assert_output true
+}
