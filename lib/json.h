@@ -13,6 +13,12 @@
 
 #include "buf.h"
 
+/* Whether p[0..n) is exactly one JSON text (RFC 8259, nesting at most
+ * 200), checked without allocating (lib/proto_json.c); *at (when not NULL)
+ * is where the check stopped. jq 1.6 leaks on some malformed input, so
+ * untrusted bytes pass here before jq sees them. */
+bool cave_json_valid(const char *p, size_t n, size_t *at);
+
 /* Appends the compact JSON of v (borrowed) to b: byte for byte what
  * jv_dump_string(v, 0) gives. -1 (b as it was) when b's cap is reached. */
 int cave_json_dump(struct cave_buf *b, jv v);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "msg.h"
 #include "proto_impl.h"
 
@@ -165,20 +166,23 @@ static bool value(struct scan *s, int depth)
 }
 
 /* True when p[0..n) is exactly one JSON value, whitespace around it. */
-static bool json_valid(const char *p, size_t n)
+bool cave_json_valid(const char *p, size_t n, size_t *at)
 {
 	struct scan s = {(const unsigned char *)p, (const unsigned char *)p + n};
-	if (!value(&s, 0))
-		return false;
-	ws(&s);
-	return s.p == s.end;
+	bool ok = value(&s, 0);
+	if (ok)
+		ws(&s);
+	ok = ok && s.p == s.end;
+	if (at)
+		*at = (size_t)((const char *)s.p - p);
+	return ok;
 }
 
 jv cave_json_parse(const char *p, size_t n)
 {
 	char *copy;
 	jv v;
-	if (n > ((size_t)1 << 30) || !json_valid(p, n))
+	if (n > ((size_t)1 << 30) || !cave_json_valid(p, n, NULL))
 		return jv_invalid_with_msg(jv_string("not JSON text"));
 	/* jq 1.6 formats its input as a C string in error messages */
 	copy = cave_xstrndup(p, n);
