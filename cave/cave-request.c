@@ -2,6 +2,7 @@
  * call.request event on stdout, the head of a straight pipe:
  *   cave request -m anthropic/claude-haiku-4-5 "..." | cave-call | cave-receipt
  * It never talks to a provider and never reads a credential. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,18 +59,6 @@ static jv load_json_file(const char *path, const char *what)
 	if (jv_get_kind(v) != JV_KIND_ARRAY)
 		cave_die(CAVE_EX_DATA, "'%s': %s must be a JSON array", path, what);
 	return v;
-}
-
-static char *read_stdin(void)
-{
-	struct cave_buf b;
-	char chunk[65536];
-	size_t n;
-	cave_buf_init(&b, CAVE_EVENT_MAX / 2);
-	while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
-		if (cave_buf_add(&b, chunk, n) < 0)
-			cave_die(CAVE_EX_DATA, "<stdin>: prompt larger than %zu bytes", b.max);
-	return cave_buf_take(&b, NULL);
 }
 
 static long parse_long(const char *s, const char *opt, long lo, long hi)
@@ -151,9 +140,9 @@ int main(int argc, char **argv)
 	cave_buf_init(&prompt, CAVE_EVENT_MAX / 2);
 	for (int i = optind; i < argc; i++) {
 		if (strcmp(argv[i], "-") == 0) {
-			char *s = read_stdin();
-			cave_buf_adds(&prompt, s);
-			free(s);
+			if (cave_buf_read_fd(&prompt, STDIN_FILENO) < 0)
+				cave_die(errno == ENOBUFS ? CAVE_EX_DATA : CAVE_EX_IO, "<stdin>: %s",
+					 errno == ENOBUFS ? "prompt too large" : strerror(errno));
 		} else {
 			if (prompt.len)
 				cave_buf_addc(&prompt, ' ');

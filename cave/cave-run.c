@@ -36,6 +36,7 @@
 #define MAX_PENDING 64
 #define MAX_FRAMES 64          /* subagents running at once, at most */
 #define MAX_DEPTH 8            /* the absolute cap of --max-subagent-depth */
+#define UNKNOWN_TOOL "[unknown tool: the agent declares no tool of that name]"
 #define DRAIN_MS 5000          /* members get this long to flush at an abort */
 #define HIGH_WATER ((size_t)64 << 20)
 #define STATE_MAX ((size_t)256 << 20)
@@ -494,17 +495,18 @@ static void end_event(struct run *r, struct frame *f)
 /* What a parent's tool call gets from a subagent that ended. */
 static jv sub_block(const char *use_id, const char *stop, const char *error, const char *out)
 {
-	jv res;
+	jv res, b;
 	if (!error[0] && (!stop[0] || strcmp(stop, "complete") == 0)) {
 		res = jv_object_set(jv_object(), jv_string("exit"), jv_number(0));
 		res = jv_object_set(res, jv_string("output"), jv_string(out));
-		jv b = cave_turn_result_block(use_id, res);
-		jv_free(res);
-		return b;
+		b = cave_turn_result_block(use_id, res);
+	} else {
+		res = jv_string_fmt("[subagent stopped: %s]%s%s", error[0] ? error : stop,
+				    *out ? "\n" : "", out);
+		b = cave_turn_error_block(use_id, jv_string_value(res));
 	}
-	return jv_object_set(cave_turn_error_block(use_id, ""), jv_string("content"),
-			     jv_string_fmt("[subagent stopped: %s]%s%s", error[0] ? error : stop,
-					   *out ? "\n" : "", out));
+	jv_free(res);
+	return b;
 }
 
 /* A frame's run is over: run.end goes round. The root's closes the ring
@@ -565,6 +567,13 @@ static bool repeated(struct run *r, struct frame *f, const char *sig)
 			return true;
 	}
 	return false;
+}
+
+/* Answers pending p with an error block of the head's own. */
+static void refuse_call(struct pending *p, const char *text)
+{
+	p->block = cave_turn_error_block(p->use_id, text);
+	p->done = true;
 }
 
 /* The tool.request for a tool call of frame f (input borrowed). */
@@ -645,8 +654,7 @@ static void start_sub(struct run *r, struct frame *f, struct pending *p,
 			 "run's budget]", r->o.max_usd ? "USD (max_cost_usd)" : "tokens (max_tokens)");
 	if (why[0]) {
 		jv_free(amount);
-		p->block = cave_turn_error_block(p->use_id, why);
-		p->done = true;
+		refuse_call(p, why);
 		return;
 	}
 	ag = cave_xcalloc(1, sizeof *ag);
@@ -654,18 +662,15 @@ static void start_sub(struct run *r, struct frame *f, struct pending *p,
 		free(ag);
 		jv_free(amount);
 		snprintf(why, sizeof why, "[subagent refused: %.400s]", e.msg);
-		p->block = cave_turn_error_block(p->use_id, why);
-		p->done = true;
+		refuse_call(p, why);
 		return;
 	}
 	if (ag->sandbox_host && under_required) {
 		cave_agent_free(ag);
 		free(ag);
 		jv_free(amount);
-		p->block = cave_turn_error_block(p->use_id, "[denied: "
-						 "cave_host_sandbox_nested_under_required: a host-"
-						 "mode subagent cannot run under a required-mode agent]");
-		p->done = true;
+		refuse_call(p, "[denied: cave_host_sandbox_nested_under_required: a "
+			    "host-mode subagent cannot run under a required-mode agent]");
 		return;
 	}
 	c = cave_xcalloc(1, sizeof *c);
@@ -729,6 +734,20 @@ static void on_carve(struct run *r, jv ev)
 	send_call(r, c);
 }
 
+/* Calls tool t (NULL: one the agent does not declare) for pending p of
+ * frame f: a subagent starts, a command goes to the sandbox (input
+ * borrowed). */
+static void call_tool(struct run *r, struct frame *f, struct pending *p,
+		      const struct cave_agent_tool *t, jv input)
+{
+	if (!t)
+		refuse_call(p, UNKNOWN_TOOL);
+	else if (t->subagent_dir)
+		start_sub(r, f, p, t, input);
+	else
+		tool_request(r, f, p, t, input);
+}
+
 /* Asks the ring for the tools a response wants (uses consumed). */
 static void run_tools(struct run *r, struct frame *f, jv uses)
 {
@@ -762,22 +781,12 @@ static void run_tools(struct run *r, struct frame *f, jv uses)
 		turn_sigs = jv_array_append(turn_sigs, jv_string(sig));
 		if (i >= r->o.fan_out) {
 			breaker(r, f, "fan_out_blocked", name, NULL);
-			p->block = cave_turn_error_block(use_id, "[fan_out_blocked: too many tool "
-							 "calls in one response; call it again "
-							 "later]");
-			p->done = true;
-		} else if (!t) {
-			p->block = cave_turn_error_block(use_id, "[unknown tool: the agent "
-							 "declares no tool of that name]");
-			p->done = true;
-		} else if (loop && strcmp(loop_sig, sig) == 0) {
-			p->block = cave_turn_error_block(use_id, "[loop_detected: this call was "
-							 "made before; the run stops]");
-			p->done = true;
-		} else if (t->subagent_dir) {
-			start_sub(r, f, p, t, input);
+			refuse_call(p, "[fan_out_blocked: too many tool calls in one "
+				    "response; call it again later]");
+		} else if (t && loop && strcmp(loop_sig, sig) == 0) {
+			refuse_call(p, "[loop_detected: this call was made before; the run stops]");
 		} else {
-			tool_request(r, f, p, t, input);
+			call_tool(r, f, p, t, input);
 		}
 		jv_free(input);
 		jv_free(u);
@@ -1020,13 +1029,15 @@ static int on_ring_line(void *ctx, char *line, size_t len)
 	char where[64];
 	cave_err e;
 	jv ev = jv_invalid();
-	bool known;
+	bool known, peeked = cave_event_peek(line, len, &h) == 0;
 
-	if (cave_event_peek(line, len, &h) == 0 && h.src && cave_event_src_is(&h, SRC)) {
+	if (!peeked)
+		memset(&h, 0, sizeof h);
+	if (h.src && cave_event_src_is(&h, SRC)) {
 		/* our own event, back from its lap: already journaled */
-		r->returned++;
 		char span[17];
 		struct frame *f;
+		r->returned++;
 		if (!own_span(line, len, span))
 			return 0;
 		f = frame_of_span(r, span);
@@ -1037,7 +1048,7 @@ static int on_ring_line(void *ctx, char *line, size_t len)
 		return 0;
 	}
 	known = h.src && is_member(r, h.src, h.src_len);
-	if (cave_event_peek(line, len, &h) < 0 || !h.src ||
+	if (!peeked || !h.src ||
 	    cave_receipt_wants(h.type, h.type_len) || (known && acts_on(&h))) {
 		snprintf(where, sizeof where, "ring:%lu", r->rin.lineno);
 		ev = cave_event_parse(line, len, where, &e);
@@ -1142,18 +1153,6 @@ static void build_ring(struct run *r)
 	}
 	if (cave_ring_start(&r->ring, &e) < 0)
 		cave_die(CAVE_EX_SOFTWARE, "%s", e.msg);
-}
-
-static char *read_all_stdin(void)
-{
-	struct cave_buf b;
-	char chunk[65536];
-	size_t n;
-	cave_buf_init(&b, CAVE_EVENT_MAX / 4);
-	while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
-		if (cave_buf_add(&b, chunk, n) < 0)
-			cave_die(CAVE_EX_DATA, "<stdin>: prompt larger than %zu bytes", b.max);
-	return cave_buf_take(&b, NULL);
 }
 
 /* ---- conversations ------------------------------------------------------ */
@@ -1958,17 +1957,8 @@ static void resume_continue(struct run *r)
 		p->name = cave_xstrdup(cave_jv_str(u, "name", ""));
 		t = cave_agent_tool(f->ag, p->name);
 		p->write = t && t->write;
-		if (!resume_answer(r, p)) {
-			if (!t) {
-				p->block = cave_turn_error_block(p->use_id, "[unknown tool: the agent "
-								 "declares no tool of that name]");
-				p->done = true;
-			} else if (t->subagent_dir) {
-				start_sub(r, f, p, t, input);
-			} else {
-				tool_request(r, f, p, t, input);
-			}
-		}
+		if (!resume_answer(r, p))
+			call_tool(r, f, p, t, input);
 		jv_free(input);
 		jv_free(u);
 	}
@@ -2021,9 +2011,9 @@ int main(int argc, char **argv)
 	if (!r.o.resume) {
 		for (int i = optind + 1; i < argc; i++) {
 			if (strcmp(argv[i], "-") == 0) {
-				char *s = read_all_stdin();
-				cave_buf_adds(&prompt, s);
-				free(s);
+				if (cave_buf_read_fd(&prompt, STDIN_FILENO) < 0)
+					cave_die(errno == ENOBUFS ? CAVE_EX_DATA : CAVE_EX_IO, "<stdin>: %s",
+						 errno == ENOBUFS ? "prompt too large" : strerror(errno));
 			} else {
 				if (prompt.len)
 					cave_buf_addc(&prompt, ' ');

@@ -878,7 +878,7 @@ static void on_tool(struct budget *b, char *line, size_t len)
 {
 	cave_err e;
 	jv req, ev;
-	char where[64], digest[CAVE_SHA256_HEX];
+	char where[64];
 
 	if (b->tool_calls < b->max_tool_calls) {
 		b->tool_calls++;
@@ -889,20 +889,8 @@ static void on_tool(struct budget *b, char *line, size_t len)
 	req = cave_event_parse(line, len, where, &e);
 	if (!jv_is_valid(req))
 		cave_die(CAVE_EX_DATA, "%s", e.msg);
-	cave_sha256_hex("", 0, digest);
-	ev = cave_event_new("tool.result", SRC);
-	ev = jv_object_set(ev, jv_string("id"), jv_string(cave_jv_str(req, "id", "")));
-	if (cave_jv_str(req, "call_id", NULL))
-		ev = jv_object_set(ev, jv_string("call_id"), jv_string(cave_jv_str(req, "call_id", "")));
-	ev = jv_object_set(ev, jv_string("name"), jv_string(cave_jv_str(req, "name", "")));
-	ev = jv_object_set(ev, jv_string("exit"), jv_null());
-	ev = jv_object_set(ev, jv_string("signal"), jv_null());
-	ev = jv_object_set(ev, jv_string("ms"), jv_number(0));
-	ev = jv_object_set(ev, jv_string("output"), jv_string(""));
-	ev = jv_object_set(ev, jv_string("truncated"), jv_false());
-	ev = jv_object_set(ev, jv_string("size"), jv_number(0));
-	ev = jv_object_set(ev, jv_string("digest"), jv_string(digest));
-	ev = jv_object_set(ev, jv_string("denied"), jv_string("tool_budget_exhausted"));
+	ev = cave_event_tool_unrun(cave_event_new("tool.result", SRC), req,
+				   jv_string("tool_budget_exhausted"));
 	learn(b, req);
 	emit(b, ev, cave_jv_str(req, "span", NULL));
 	jv_free(req);

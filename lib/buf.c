@@ -51,32 +51,38 @@ int cave_buf_add(struct cave_buf *b, const void *p, size_t n)
 	return 0;
 }
 
-int cave_buf_read_file(struct cave_buf *b, const char *path)
+int cave_buf_read_fd(struct cave_buf *b, int fd)
 {
 	char chunk[65536];
 	size_t start = b->len;
 	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), err = 0;
 
-	if (fd < 0)
-		return -1;
 	while ((n = read(fd, chunk, sizeof chunk)) != 0) {
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 || cave_buf_add(b, chunk, (size_t)n) < 0) {
-			err = errno;
-			break;
+			int err = errno;
+			b->len = start;
+			if (b->data)
+				b->data[start] = '\0';
+			errno = err;
+			return -1;
 		}
 	}
-	close(fd);
-	if (err) {
-		b->len = start;
-		if (b->data)
-			b->data[start] = '\0';
-		errno = err;
-		return -1;
-	}
 	return 0;
+}
+
+int cave_buf_read_file(struct cave_buf *b, const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r, err;
+
+	if (fd < 0)
+		return -1;
+	r = cave_buf_read_fd(b, fd);
+	err = errno;
+	close(fd);
+	errno = err;
+	return r;
 }
 
 int cave_buf_adds(struct cave_buf *b, const char *s)
@@ -89,25 +95,35 @@ int cave_buf_addc(struct cave_buf *b, char c)
 	return cave_buf_add(b, &c, 1);
 }
 
+int cave_buf_vaddf(struct cave_buf *b, const char *fmt, va_list ap)
+{
+	va_list again;
+	char small[256];
+	int n;
+	va_copy(again, ap);
+	n = vsnprintf(small, sizeof small, fmt, ap);
+	if (n < 0 || (size_t)n < sizeof small) {
+		va_end(again);
+		return n < 0 ? -1 : cave_buf_add(b, small, (size_t)n);
+	}
+	if (grow(b, b->len + (size_t)n) < 0) {
+		va_end(again);
+		return -1;
+	}
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, again);
+	va_end(again);
+	b->len += (size_t)n;
+	return 0;
+}
+
 int cave_buf_addf(struct cave_buf *b, const char *fmt, ...)
 {
 	va_list ap;
-	char small[256];
-	int n;
+	int r;
 	va_start(ap, fmt);
-	n = vsnprintf(small, sizeof small, fmt, ap);
+	r = cave_buf_vaddf(b, fmt, ap);
 	va_end(ap);
-	if (n < 0)
-		return -1;
-	if ((size_t)n < sizeof small)
-		return cave_buf_add(b, small, (size_t)n);
-	if (grow(b, b->len + (size_t)n) < 0)
-		return -1;
-	va_start(ap, fmt);
-	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
-	return 0;
+	return r;
 }
 
 void cave_buf_consume(struct cave_buf *b, size_t n)

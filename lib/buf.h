@@ -4,6 +4,7 @@
 #ifndef CAVE_BUF_H
 #define CAVE_BUF_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 struct cave_buf {
@@ -19,10 +20,14 @@ int cave_buf_adds(struct cave_buf *b, const char *s);
 int cave_buf_addc(struct cave_buf *b, char c);
 int cave_buf_addf(struct cave_buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+int cave_buf_vaddf(struct cave_buf *b, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
 /* Appends the whole file at path. -1 with errno set: the open's or read's,
  * or ENOBUFS when it is larger than what b may still hold (b is then
  * left as it was). */
 int cave_buf_read_file(struct cave_buf *b, const char *path);
+/* The same for what is left to read on fd (not closed). */
+int cave_buf_read_fd(struct cave_buf *b, int fd);
 /* Drops the first n bytes. */
 void cave_buf_consume(struct cave_buf *b, size_t n);
 void cave_buf_reset(struct cave_buf *b);

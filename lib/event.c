@@ -9,6 +9,7 @@
 #include <sys/random.h>
 
 #include "buf.h"
+#include "digest.h"
 #include "event.h"
 #include "json.h"
 
@@ -119,6 +120,26 @@ static void add_member(struct cave_buf *b, jv key, jv value, int first)
 	cave_json_dump(b, key);
 	cave_buf_addc(b, ':');
 	cave_json_dump(b, value);
+}
+
+jv cave_event_tool_unrun(jv ev, jv req, jv denied)
+{
+	static const char *const from_req[] = { "id", "call_id", "name" };
+	char digest[CAVE_SHA256_HEX];
+
+	for (size_t i = 0; i < sizeof from_req / sizeof *from_req; i++)
+		if (cave_jv_str(req, from_req[i], NULL))
+			ev = jv_object_set(ev, jv_string(from_req[i]),
+					   jv_string(cave_jv_str(req, from_req[i], "")));
+	cave_sha256_hex("", 0, digest);
+	ev = jv_object_set(ev, jv_string("exit"), jv_null());
+	ev = jv_object_set(ev, jv_string("signal"), jv_null());
+	ev = jv_object_set(ev, jv_string("ms"), jv_number(0));
+	ev = jv_object_set(ev, jv_string("output"), jv_string(""));
+	ev = jv_object_set(ev, jv_string("truncated"), jv_false());
+	ev = jv_object_set(ev, jv_string("size"), jv_number(0));
+	ev = jv_object_set(ev, jv_string("digest"), jv_string(digest));
+	return jv_object_set(ev, jv_string("denied"), denied);
 }
 
 char *cave_event_dump(jv ev, size_t *len) /* consumes ev */

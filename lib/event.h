@@ -42,6 +42,11 @@ jv cave_event_new(const char *type, const char *src);
  * string type. */
 char *cave_event_dump(jv ev, size_t *len);
 
+/* Fills ev (a tool.result, consumed and returned) as the answer to req
+ * (borrowed) for a tool that never ran: id, call_id and name from req, no
+ * exit or signal, empty output with its digest, and denied (consumed). */
+jv cave_event_tool_unrun(jv ev, jv req, jv denied);
+
 /* Per-writer envelope state: the run and span a program writes under, and
  * its own sequence counter. */
 struct cave_emitter {

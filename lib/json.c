@@ -626,10 +626,29 @@ static int scan_literal(struct scan *s, struct meas *m, const char *w, jv_kind k
 static int scan_value(struct scan *s, struct meas *m, int depth);
 
 /* An object from its '{'; at the top (f not NULL) its members fill f. */
+/* After an object member or array element: 1 past the closing bracket,
+ * 0 past a comma (counted in *dump), -1 on anything else. */
+static int after_item(struct scan *s, char close, size_t *dump)
+{
+	ws(s);
+	if (s->p >= s->end)
+		return -1;
+	if (*s->p == (unsigned char)close) {
+		s->p++;
+		return 1;
+	}
+	if (*s->p != ',')
+		return -1;
+	s->p++;
+	(*dump)++;
+	return 0;
+}
+
 static int scan_object(struct scan *s, struct meas *m, int depth,
 		       struct cave_json_field *f, size_t nf)
 {
 	size_t frame = s->nkeys, dump = 2, count = 0;
+	int r;
 
 	if (depth > DEPTH_MAX)
 		return -1;
@@ -679,17 +698,11 @@ static int scan_object(struct scan *s, struct meas *m, int depth,
 		}
 		dump += km.dump + 1 + vm.dump;
 		count++;
-		ws(s);
-		if (s->p >= s->end)
-			return -1;
-		if (*s->p == '}') {
-			s->p++;
+		if ((r = after_item(s, '}', &dump)) != 0) {
+			if (r < 0)
+				return -1;
 			break;
 		}
-		if (*s->p != ',')
-			return -1;
-		s->p++;
-		dump++;
 	}
 done:
 	s->nkeys = frame;
@@ -702,6 +715,7 @@ done:
 static int scan_array(struct scan *s, struct meas *m, int depth)
 {
 	size_t dump = 2, count = 0;
+	int r;
 
 	if (depth > DEPTH_MAX)
 		return -1;
@@ -719,17 +733,11 @@ static int scan_array(struct scan *s, struct meas *m, int depth)
 			return -1;
 		dump += vm.dump;
 		count++;
-		ws(s);
-		if (s->p >= s->end)
-			return -1;
-		if (*s->p == ']') {
-			s->p++;
+		if ((r = after_item(s, ']', &dump)) != 0) {
+			if (r < 0)
+				return -1;
 			break;
 		}
-		if (*s->p != ',')
-			return -1;
-		s->p++;
-		dump++;
 	}
 done:
 	m->kind = JV_KIND_ARRAY;

@@ -1,6 +1,7 @@
 /* proto.c: what every wire protocol shares: api names, dispatch to the
  * protocol files, the accumulator's slots and its neutral result, error
  * lines. It never performs I/O and never sees a credential. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,6 +205,35 @@ void cave_proto_set_body(struct cave_http_req *out, jv body)
 	out->body_len = (size_t)jv_string_length_bytes(jv_copy(s));
 	out->body = cave_xstrndup(jv_string_value(s), out->body_len);
 	jv_free(s);
+}
+
+int cave_proto_request(struct cave_http_req *out, const char *base, const char *dflt,
+		       const char *extra, bool stream, jv body, cave_err *e,
+		       const char *path_fmt, ...)
+{
+	char *b = cave_proto_base(base, dflt);
+	struct cave_buf url;
+	va_list ap;
+	int h = 0, r;
+
+	cave_buf_init(&url, 8192);
+	va_start(ap, path_fmt);
+	r = cave_buf_adds(&url, b) < 0 ? -1 : cave_buf_vaddf(&url, path_fmt, ap);
+	va_end(ap);
+	free(b);
+	if (r < 0) {
+		cave_buf_free(&url);
+		jv_free(body);
+		return cave_errf(e, "bad_request", "base URL too long");
+	}
+	out->url = cave_buf_take(&url, NULL);
+	out->headers[h++] = cave_xstrdup("content-type: application/json");
+	if (extra)
+		out->headers[h++] = cave_xstrdup(extra);
+	out->headers[h] = cave_xstrdup(stream ? "accept: text/event-stream"
+					      : "accept: application/json");
+	cave_proto_set_body(out, body);
+	return 0;
 }
 
 int cave_proto_check(jv req, cave_err *e)
@@ -619,6 +649,14 @@ void cave_acc_stop(struct cave_acc *acc, const char *provider_word,
 	free(acc->provider_stop);
 	acc->provider_stop = provider_word ? cave_xstrdup(provider_word) : NULL;
 	acc->stop = normalised;
+}
+
+const char *cave_stop_lookup(const struct cave_stop_word *map, size_t n, const char *word)
+{
+	for (size_t i = 0; word && i < n; i++)
+		if (strcmp(map[i].word, word) == 0)
+			return map[i].stop;
+	return "other";
 }
 
 static const char *code_for(const struct cave_acc *acc, bool body)

@@ -15,9 +15,7 @@
 /* Anthropic refuses thinking budgets below this. */
 #define THINKING_MIN 1024
 
-static const struct {
-	const char *word, *stop;
-} stops[] = {
+static const struct cave_stop_word stops[] = {
 	{"end_turn", "end_turn"},
 	{"tool_use", "tool_use"},
 	{"max_tokens", "max_tokens"},
@@ -28,13 +26,8 @@ static const struct {
 
 static void set_stop(struct cave_acc *acc, const char *word)
 {
-	const char *norm = "other";
-	if (!word)
-		return;
-	for (size_t i = 0; i < sizeof stops / sizeof *stops; i++)
-		if (strcmp(stops[i].word, word) == 0)
-			norm = stops[i].stop;
-	cave_acc_stop(acc, word, norm);
+	if (word)
+		cave_acc_stop(acc, word, CAVE_STOP_LOOKUP(stops, word));
 }
 
 /* ---- request ---- */
@@ -151,11 +144,8 @@ int cave_anthropic_build(jv req, const char *base, struct cave_http_req *out,
 	int64_t max = pj_int(req, "max_output_tokens");
 	bool stream = !pj_has(req, "stream") || pj_true(req, "stream");
 	jv body = jv_invalid(), msgs = jv_invalid(), t = jv_invalid();
-	char *b = NULL;
-	struct cave_buf url;
 	int ret = -1;
 
-	cave_buf_init(&url, 8192);
 	if (max < 1) {
 		cave_errf(e, "bad_request",
 			  "anthropic needs max_output_tokens of at least 1");
@@ -196,22 +186,10 @@ int cave_anthropic_build(jv req, const char *base, struct cave_http_req *out,
 	}
 	body = jv_object_set(body, jv_string("stream"),
 			     stream ? jv_true() : jv_false());
-	b = cave_proto_base(base, ANTHROPIC_BASE);
-	if (cave_buf_addf(&url, "%s/v1/messages", b) < 0) {
-		cave_errf(e, "bad_request", "base URL too long");
-		goto out;
-	}
-	out->url = cave_buf_take(&url, NULL);
-	out->headers[0] = cave_xstrdup("content-type: application/json");
-	out->headers[1] = cave_xstrdup("anthropic-version: " ANTHROPIC_VERSION);
-	out->headers[2] = cave_xstrdup(stream ? "accept: text/event-stream"
-					      : "accept: application/json");
-	cave_proto_set_body(out, body); /* consumes body */
-	body = jv_invalid();
-	ret = 0;
+	ret = cave_proto_request(out, base, ANTHROPIC_BASE, "anthropic-version: " ANTHROPIC_VERSION,
+			       stream, body, e, "/v1/messages");
+	body = jv_invalid(); /* consumed */
 out:
-	free(b);
-	cave_buf_free(&url);
 	jv_free(body);
 	jv_free(msgs);
 	jv_free(t);

@@ -16,9 +16,7 @@
 #define GEMINI_BASE "https://generativelanguage.googleapis.com"
 #define SYNTH_PREFIX "gemini_call_"
 
-static const struct {
-	const char *word, *stop;
-} stops[] = {
+static const struct cave_stop_word stops[] = {
 	{"STOP", "end_turn"},
 	{"MAX_TOKENS", "max_tokens"},
 	{"SAFETY", "refusal"},
@@ -34,11 +32,7 @@ static const struct {
 
 static void set_stop(struct cave_acc *acc, const char *word)
 {
-	const char *norm = "other";
-	for (size_t i = 0; i < sizeof stops / sizeof *stops; i++)
-		if (strcmp(stops[i].word, word) == 0)
-			norm = stops[i].stop;
-	cave_acc_stop(acc, word, norm);
+	cave_acc_stop(acc, word, CAVE_STOP_LOOKUP(stops, word));
 }
 
 /* ---- request ---- */
@@ -173,11 +167,8 @@ int cave_gemini_build(jv req, const char *base, struct cave_http_req *out,
 	const char *model = pj_str(req, "model");
 	jv body = jv_invalid(), cont = jv_invalid(), decls = jv_invalid();
 	jv gen = jv_object();
-	char *b = NULL;
-	struct cave_buf url;
 	int ret = -1;
 
-	cave_buf_init(&url, 8192);
 	if (strncmp(model, "models/", 7) == 0)
 		model += 7;
 	if (!model_ok(model)) {
@@ -220,23 +211,11 @@ int cave_gemini_build(jv req, const char *base, struct cave_http_req *out,
 		body = jv_object_set(body, jv_string("generationConfig"), gen);
 		gen = jv_invalid();
 	}
-	b = cave_proto_base(base, GEMINI_BASE);
-	if (cave_buf_addf(&url, "%s/v1beta/models/%s:%s", b, model,
-			  stream ? "streamGenerateContent?alt=sse"
-				 : "generateContent") < 0) {
-		cave_errf(e, "bad_request", "base URL too long");
-		goto out;
-	}
-	out->url = cave_buf_take(&url, NULL);
-	out->headers[0] = cave_xstrdup("content-type: application/json");
-	out->headers[1] = cave_xstrdup(stream ? "accept: text/event-stream"
-					      : "accept: application/json");
-	cave_proto_set_body(out, body); /* consumes body */
-	body = jv_invalid();
-	ret = 0;
+	ret = cave_proto_request(out, base, GEMINI_BASE, NULL, stream, body, e,
+			       "/v1beta/models/%s:%s", model,
+			       stream ? "streamGenerateContent?alt=sse" : "generateContent");
+	body = jv_invalid(); /* consumed */
 out:
-	free(b);
-	cave_buf_free(&url);
 	jv_free(body);
 	jv_free(cont);
 	jv_free(decls);

@@ -104,6 +104,13 @@ int cave_gemini_build(jv req, const char *base, struct cave_http_req *out,
 /* Stop reasons. */
 void cave_acc_stop(struct cave_acc *acc, const char *provider_word,
 		   const char *normalised);
+/* A provider's stop word and the normalised reason it means. */
+struct cave_stop_word {
+	const char *word, *stop;
+};
+/* The normalised reason for word in map[0..n), "other" when not there. */
+const char *cave_stop_lookup(const struct cave_stop_word *map, size_t n, const char *word);
+#define CAVE_STOP_LOOKUP(map, word) cave_stop_lookup(map, sizeof map / sizeof *map, word)
 
 /* Maps a provider error (type or status word, message) to e: "overloaded"
  * and "rate_limited" are retryable, anything else "provider_error". The
@@ -134,6 +141,13 @@ bool pj_is(jv v, jv_kind k);                    /* borrowed */
 char *cave_proto_base(const char *base, const char *dflt);
 /* Serialises body (consumed) into out->body. */
 void cave_proto_set_body(struct cave_http_req *out, jv body);
+/* Fills out: the URL is base (dflt when empty, no trailing '/') followed by
+ * the formatted path; the headers content-type, extra (when not NULL) and
+ * accept (an event stream or JSON); the body is body's JSON (consumed).
+ * -1 with e set ("bad_request") when the URL is too long. */
+int cave_proto_request(struct cave_http_req *out, const char *base, const char *dflt,
+		       const char *extra, bool stream, jv body, cave_err *e,
+		       const char *path_fmt, ...) __attribute__((format(printf, 8, 9)));
 /* Checks model and messages; -1 with e set ("bad_request"). */
 int cave_proto_check(jv req, cave_err *e);
 /* A message's content (borrowed) as an array of blocks: a string becomes

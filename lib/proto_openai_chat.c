@@ -15,9 +15,7 @@
 /* The single text slot's key; tool calls use their index (>= 0). */
 #define TEXT_KEY (-1L)
 
-static const struct {
-	const char *word, *stop;
-} stops[] = {
+static const struct cave_stop_word stops[] = {
 	{"stop", "end_turn"},
 	{"tool_calls", "tool_use"},
 	{"function_call", "tool_use"},
@@ -27,11 +25,7 @@ static const struct {
 
 static void set_stop(struct cave_acc *acc, const char *word)
 {
-	const char *norm = "other";
-	for (size_t i = 0; i < sizeof stops / sizeof *stops; i++)
-		if (strcmp(stops[i].word, word) == 0)
-			norm = stops[i].stop;
-	cave_acc_stop(acc, word, norm);
+	cave_acc_stop(acc, word, CAVE_STOP_LOOKUP(stops, word));
 }
 
 /* ---- request ---- */
@@ -163,11 +157,8 @@ int cave_chat_build(jv req, const char *base, struct cave_http_req *out,
 	int64_t max = pj_int(req, "max_output_tokens");
 	bool stream = !pj_has(req, "stream") || pj_true(req, "stream");
 	jv body = jv_invalid(), msgs = jv_invalid(), t = jv_invalid();
-	char *b = NULL;
-	struct cave_buf url;
 	int ret = -1;
 
-	cave_buf_init(&url, 8192);
 	if (cave_proto_reasoning(req, &lvl, e) < 0)
 		goto out;
 	msgs = messages(req, e);
@@ -195,21 +186,10 @@ int cave_chat_build(jv req, const char *base, struct cave_http_req *out,
 		body = jv_object_set(body, jv_string("stream_options"),
 				     JV_OBJECT(jv_string("include_usage"),
 					       jv_true()));
-	b = cave_proto_base(base, OPENAI_BASE);
-	if (cave_buf_addf(&url, "%s/chat/completions", b) < 0) {
-		cave_errf(e, "bad_request", "base URL too long");
-		goto out;
-	}
-	out->url = cave_buf_take(&url, NULL);
-	out->headers[0] = cave_xstrdup("content-type: application/json");
-	out->headers[1] = cave_xstrdup(stream ? "accept: text/event-stream"
-					      : "accept: application/json");
-	cave_proto_set_body(out, body); /* consumes body */
-	body = jv_invalid();
-	ret = 0;
+	ret = cave_proto_request(out, base, OPENAI_BASE, NULL, stream, body, e,
+			       "/chat/completions");
+	body = jv_invalid(); /* consumed */
 out:
-	free(b);
-	cave_buf_free(&url);
 	jv_free(body);
 	jv_free(msgs);
 	jv_free(t);

@@ -13,9 +13,7 @@
 
 #define OPENAI_BASE "https://api.openai.com/v1"
 
-static const struct {
-	const char *word, *stop;
-} incomplete[] = {
+static const struct cave_stop_word incomplete[] = {
 	{"max_output_tokens", "max_tokens"},
 	{"content_filter", "refusal"},
 };
@@ -25,7 +23,7 @@ static void set_stop(struct cave_acc *acc, jv resp)
 {
 	const char *status = pj_str(resp, "status");
 	jv det;
-	const char *reason, *norm = "other";
+	const char *reason;
 	if (!status)
 		return;
 	if (strcmp(status, "completed") == 0) {
@@ -34,11 +32,7 @@ static void set_stop(struct cave_acc *acc, jv resp)
 	}
 	det = pj_get(resp, "incomplete_details");
 	reason = pj_str(det, "reason");
-	for (size_t i = 0; reason && i < sizeof incomplete / sizeof *incomplete;
-	     i++)
-		if (strcmp(incomplete[i].word, reason) == 0)
-			norm = incomplete[i].stop;
-	cave_acc_stop(acc, reason ? reason : status, norm);
+	cave_acc_stop(acc, reason ? reason : status, CAVE_STOP_LOOKUP(incomplete, reason));
 	jv_free(det);
 }
 
@@ -154,11 +148,8 @@ int cave_responses_build(jv req, const char *base, struct cave_http_req *out,
 	int64_t max = pj_int(req, "max_output_tokens");
 	bool stream = !pj_has(req, "stream") || pj_true(req, "stream");
 	jv body = jv_invalid(), items = jv_invalid(), t = jv_invalid();
-	char *b = NULL;
-	struct cave_buf url;
 	int ret = -1;
 
-	cave_buf_init(&url, 8192);
 	if (cave_proto_reasoning(req, &lvl, e) < 0)
 		goto out;
 	items = input_items(req, e);
@@ -187,21 +178,9 @@ int cave_responses_build(jv req, const char *base, struct cave_http_req *out,
 	body = jv_object_set(body, jv_string("store"), jv_false());
 	body = jv_object_set(body, jv_string("stream"),
 			     stream ? jv_true() : jv_false());
-	b = cave_proto_base(base, OPENAI_BASE);
-	if (cave_buf_addf(&url, "%s/responses", b) < 0) {
-		cave_errf(e, "bad_request", "base URL too long");
-		goto out;
-	}
-	out->url = cave_buf_take(&url, NULL);
-	out->headers[0] = cave_xstrdup("content-type: application/json");
-	out->headers[1] = cave_xstrdup(stream ? "accept: text/event-stream"
-					      : "accept: application/json");
-	cave_proto_set_body(out, body); /* consumes body */
-	body = jv_invalid();
-	ret = 0;
+	ret = cave_proto_request(out, base, OPENAI_BASE, NULL, stream, body, e, "/responses");
+	body = jv_invalid(); /* consumed */
 out:
-	free(b);
-	cave_buf_free(&url);
 	jv_free(body);
 	jv_free(items);
 	jv_free(t);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "buf.h"
 #include "digest.h"
 #include "msg.h"
 
@@ -70,6 +71,9 @@ int cave_policy_parse(struct cave_policy *p, const char *name,
 		      const char *text, size_t len, cave_err *e);
 /* Reads and parses a file. */
 int cave_policy_load(struct cave_policy *p, const char *path, cave_err *e);
+/* Reads a policy file of less than max bytes into text (initialised here;
+ * the caller frees it). -1 with e set ("cave_sandbox_bad_policy"). */
+int cave_policy_read(struct cave_buf *text, const char *path, size_t max, cave_err *e);
 /* Compiles p to BPF once, so that each spawn only loads it. With notify,
  * every deny rule hands the call to the supervisor (SECCOMP_RET_USER_NOTIF)
  * so the result can name the rule; without, the kernel acts directly. */

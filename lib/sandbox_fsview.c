@@ -167,13 +167,8 @@ int cave_fs_view_load(struct cave_fs_view *v, const char *path, cave_err *e)
 	struct cave_buf text;
 	int ret;
 
-	cave_buf_init(&text, FS_POLICY_MAX - 1);
-	if (cave_buf_read_file(&text, path) < 0) {
-		cave_errf(e, "cave_sandbox_bad_policy", "cannot read '%s': %s", path,
-			  errno == ENOBUFS ? "too large" : strerror(errno));
-		cave_buf_free(&text);
+	if (cave_policy_read(&text, path, FS_POLICY_MAX, e) < 0)
 		return -1;
-	}
 	ret = cave_fs_view_parse(v, path, text.data ? text.data : "", text.len, e);
 	cave_buf_free(&text);
 	return ret;

@@ -263,18 +263,25 @@ int cave_policy_parse(struct cave_policy *p, const char *name,
 	return 0;
 }
 
+int cave_policy_read(struct cave_buf *text, const char *path, size_t max, cave_err *e)
+{
+	cave_buf_init(text, max - 1);
+	if (cave_buf_read_file(text, path) < 0) {
+		cave_errf(e, "cave_sandbox_bad_policy", "cannot read '%s': %s", path,
+			  errno == ENOBUFS ? "too large" : strerror(errno));
+		cave_buf_free(text);
+		return -1;
+	}
+	return 0;
+}
+
 int cave_policy_load(struct cave_policy *p, const char *path, cave_err *e)
 {
 	struct cave_buf text;
 	int ret;
 
-	cave_buf_init(&text, POLICY_FILE_MAX - 1);
-	if (cave_buf_read_file(&text, path) < 0) {
-		cave_errf(e, "cave_sandbox_bad_policy", "cannot read '%s': %s", path,
-			  errno == ENOBUFS ? "too large" : strerror(errno));
-		cave_buf_free(&text);
+	if (cave_policy_read(&text, path, POLICY_FILE_MAX, e) < 0)
 		return -1;
-	}
 	ret = cave_policy_parse(p, path, text.data ? text.data : "", text.len, e);
 	cave_buf_free(&text);
 	return ret;

@@ -229,18 +229,7 @@ static jv denial(const char *code, const char *msg)
 /* Answers req (borrowed) with a refusal: the tool did not run. */
 static void refuse(struct state *st, jv req, const char *code, const char *msg)
 {
-	jv ev = result_base(st, req);
-	char digest[CAVE_SHA256_HEX];
-
-	cave_sha256_hex("", 0, digest);
-	ev = jv_object_set(ev, jv_string("exit"), jv_null());
-	ev = jv_object_set(ev, jv_string("signal"), jv_null());
-	ev = jv_object_set(ev, jv_string("ms"), jv_number(0));
-	ev = jv_object_set(ev, jv_string("output"), jv_string(""));
-	ev = jv_object_set(ev, jv_string("truncated"), jv_false());
-	ev = jv_object_set(ev, jv_string("size"), jv_number(0));
-	ev = jv_object_set(ev, jv_string("digest"), jv_string(digest));
-	ev = jv_object_set(ev, jv_string("denied"), denial(code, msg));
+	jv ev = cave_event_tool_unrun(result_base(st, req), req, denial(code, msg));
 	cave_io_emit(&st->io, ev);
 }
 
